@@ -1,0 +1,70 @@
+# The two set-up commands of README.md: `make demo` and `make test`.
+# Both install what is missing (Debian packages, the npm reader used by the
+# interop tests), configure and build with CMake, then do their job.
+
+BUILD      ?= build
+BUILD_SAN  ?= build-sanitize
+JOBS       ?= $(shell nproc)
+DEMO_OUT   ?= demo-out
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+DEB_PACKAGES := build-essential cmake pkg-config \
+  libfftw3-dev libblosc-dev libzstd-dev zlib1g-dev libyaml-dev libjansson-dev \
+  libsuitesparse-dev libtiff-dev libpng-dev libopenmpi-dev openmpi-bin libcmocka-dev \
+  python3 python3-numpy python3-scipy python3-skimage python3-zarr python3-numcodecs \
+  python3-jsonschema python3-yaml python3-pil python3-tifffile
+
+.PHONY: all deps build test test-sanitize demo bench clean install
+
+all: build
+
+# Install only what is missing, so a prepared machine pays nothing.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing" | tr '\n' ' '; echo; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; fi
+	@if [ ! -d tests/interop/js/node_modules/zarrita ]; then \
+	  (cd tests/interop/js && npm install --no-audit --no-fund --silent); fi
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Same tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it).
+test-sanitize: deps
+	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# A small synthetic plate, stitched end to end, inspected, previewed.
+demo: build
+	rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
+	$(BUILD)/tessera simulate -o $(DEMO_OUT)/plate.ome.zarr --wells A/1,A/2 --grid 4x3 \
+	  --tile 256x320 --overlap 32 --jitter 4 --channels 2 --seed 1 --truth $(DEMO_OUT)/truth.yaml
+	$(BUILD)/tessera info $(DEMO_OUT)/plate.ome.zarr
+	$(BUILD)/tessera stitch $(DEMO_OUT)/plate.ome.zarr -o $(DEMO_OUT)/mosaic.ome.zarr --overlap 32 \
+	  --shifts-out $(DEMO_OUT)/shifts.yaml
+	$(BUILD)/tessera info $(DEMO_OUT)/mosaic.ome.zarr
+	$(BUILD)/tessera preview $(DEMO_OUT)/mosaic.ome.zarr -o $(DEMO_OUT)/mosaic.png --shifts $(DEMO_OUT)/shifts.yaml
+	@echo "demo output: $(DEMO_OUT)/ (plate.ome.zarr, shifts.yaml, mosaic.ome.zarr, mosaic.png)"
+
+bench: build
+	bash bench/run_all.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN) $(DEMO_OUT)

@@ -1,0 +1,219 @@
+/*
+ * tessera: stitch tiled microscope scans into OME-Zarr mosaics.
+ *
+ * The one public header. Each pipeline stage has an options struct with an
+ * `_init` function that fills the defaults, and one entry point that returns
+ * a ts_status and, on failure, a message in a caller-owned ts_error naming the
+ * file, key or value at fault. The library keeps no global state, never
+ * prints and never exits.
+ */
+#ifndef TESSERA_H
+#define TESSERA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum ts_status {
+    TS_OK = 0,
+    TS_ERR_ARG,         /* a bad option or argument value */
+    TS_ERR_IO,          /* a file could not be read, written or renamed */
+    TS_ERR_FORMAT,      /* malformed metadata (JSON, YAML, zarr, OME) */
+    TS_ERR_UNSUPPORTED, /* valid but not handled (codec, dtype, version) */
+    TS_ERR_CORRUPT,     /* data that fails a check: CRC, truncation, size */
+    TS_ERR_CODEC,       /* a compressor or decompressor failed */
+    TS_ERR_NOMEM,
+    TS_ERR_NUMERIC,     /* NaN, absurd shift, singular system */
+    TS_ERR_INTERNAL
+} ts_status;
+
+typedef struct ts_error {
+    ts_status code;
+    char message[1024];
+} ts_error;
+
+const char *ts_version(void);
+const char *ts_status_name(ts_status code);
+
+/* --------------------------------------------------------- shared vocabulary */
+
+typedef enum ts_dtype {
+    TS_DTYPE_INVALID = 0,
+    TS_BOOL,
+    TS_INT8, TS_INT16, TS_INT32, TS_INT64,
+    TS_UINT8, TS_UINT16, TS_UINT32, TS_UINT64,
+    TS_FLOAT32, TS_FLOAT64
+} ts_dtype;
+
+size_t ts_dtype_size(ts_dtype dtype);
+const char *ts_dtype_name(ts_dtype dtype); /* "uint16", ... */
+ts_dtype ts_dtype_from_name(const char *name); /* TS_DTYPE_INVALID if unknown */
+
+/* OME-Zarr version of a store: 0.4 is zarr v2, 0.5 is zarr v3. */
+typedef enum ts_ome_version {
+    TS_OME_UNKNOWN = 0,
+    TS_OME_04 = 4,
+    TS_OME_05 = 5
+} ts_ome_version;
+
+/* Compression of written chunks. */
+typedef enum ts_codec {
+    TS_CODEC_ZSTD = 0,
+    TS_CODEC_BLOSC_LZ4,
+    TS_CODEC_BLOSC_ZSTD,
+    TS_CODEC_GZIP,
+    TS_CODEC_NONE
+} ts_codec;
+
+const char *ts_codec_name(ts_codec codec);          /* "zstd", "blosc-lz4", ... */
+int ts_codec_from_name(const char *name, ts_codec *out); /* 0 or -1 */
+
+/* How raw tiles map onto stage axes: flipud, then fliplr, then rot90 k times
+ * (numpy's rot90 on the (Y, X) plane, counter-clockwise). Odd k swaps Y/X. */
+typedef struct ts_orientation {
+    bool flipud;
+    bool fliplr;
+    int rot90; /* 0..3 */
+} ts_orientation;
+
+/* ------------------------------------------------------------ progress hook */
+
+/* Optional progress callback: stage name, done, total. The CLI draws it on a
+ * terminal; the library only calls it. */
+typedef void (*ts_progress_fn)(void *user, const char *stage, int64_t done, int64_t total);
+
+/* ---------------------------------------------------------------- simulate */
+
+typedef struct ts_simulate_options {
+    const char *output;       /* plate store to create (required) */
+    const char *wells;        /* "A/1,B/2"; default "A/1" */
+    int grid_cols, grid_rows; /* default 4 x 3 */
+    int tile_h, tile_w;       /* default 256 x 256 */
+    int overlap;              /* px, default tile/8 */
+    double jitter;            /* stage jitter, px (uniform +-), default 3 */
+    int channels, timepoints, z; /* default 1 each */
+    double noise;             /* sensor noise sigma in grey levels, default 20 */
+    double blank_fraction;    /* tiles with no features, default 0 */
+    double missing_fraction;  /* positions never acquired, default 0 */
+    ts_ome_version format;    /* default TS_OME_05 */
+    ts_dtype dtype;           /* default TS_UINT16 */
+    ts_codec codec;           /* default zstd */
+    uint64_t seed;            /* default 0 */
+    const char *truth;        /* write true origins here (shifts format), or NULL */
+    /* Orientation the "camera" applies to each stored tile; estimate/fuse
+     * undo it with the same flags. Default: none. */
+    ts_orientation acquisition;
+    bool names_yx;            /* name positions YYYXXX instead of XXXYYY */
+    double pixel_size_um;     /* physical scale of Y and X, default 0.65 */
+    int threads;              /* 0 = all cores */
+} ts_simulate_options;
+
+void ts_simulate_options_init(ts_simulate_options *opt);
+ts_status ts_simulate(const ts_simulate_options *opt, ts_error *err);
+
+/* ---------------------------------------------------------------- estimate */
+
+typedef enum ts_solver { TS_SOLVER_L1 = 0, TS_SOLVER_L2 } ts_solver;
+
+typedef enum ts_edge_weighting {
+    TS_EDGE_WEIGHTS_NONE = 0,
+    TS_EDGE_WEIGHTS_LINEAR,   /* w = c */
+    TS_EDGE_WEIGHTS_SQUARED,  /* w = c^2 */
+    TS_EDGE_WEIGHTS_THRESHOLD /* w = 1 if c >= cut else floor */
+} ts_edge_weighting;
+
+typedef struct ts_solve_options {
+    ts_solver solver;              /* default L1 */
+    ts_edge_weighting edge_weights; /* default none */
+    double threshold;              /* cut for TS_EDGE_WEIGHTS_THRESHOLD */
+    double weight_floor;           /* default 1e-3 */
+    int max_iterations;            /* IRLS, default 100 */
+    double tolerance;              /* IRLS stop: max position change, px; default 1e-3 */
+    double outlier_px;             /* residual reported as outlier, default 5 */
+} ts_solve_options;
+
+void ts_solve_options_init(ts_solve_options *opt);
+/* Parse "none|linear|squared|threshold:CUT". */
+int ts_edge_weighting_parse(const char *text, ts_edge_weighting *mode, double *cut);
+
+typedef struct ts_estimate_options {
+    const char *input;        /* plate store (required) */
+    const char *output;       /* shifts YAML to write (required) */
+    int overlap_x, overlap_y; /* px; required (>0) */
+    int channel, timepoint, z;
+    ts_orientation orientation;
+    bool names_yx;
+    bool clahe;
+    const char *wells;        /* NULL = all */
+    int threads;              /* 0 = all cores */
+    size_t cache_bytes;       /* tile cache bound, default 1 GiB */
+    ts_solve_options solve;
+    ts_progress_fn progress;  /* optional */
+    void *progress_user;
+} ts_estimate_options;
+
+void ts_estimate_options_init(ts_estimate_options *opt);
+ts_status ts_estimate(const ts_estimate_options *opt, ts_error *err);
+
+/* Re-solve from the pairwise measurements of a shifts file. */
+ts_status ts_solve_file(const char *pairs_yaml, const char *output,
+                        const ts_solve_options *opt, ts_error *err);
+
+/* -------------------------------------------------------------------- fuse */
+
+typedef enum ts_blend { TS_BLEND_EDT = 0, TS_BLEND_AVERAGE } ts_blend;
+typedef enum ts_tcz_policy { TS_TCZ_MIN = 0, TS_TCZ_MAX } ts_tcz_policy;
+
+typedef struct ts_fuse_options {
+    const char *input;      /* plate store (required) */
+    const char *shifts;     /* shifts YAML (required) */
+    const char *output;     /* output plate store (required) */
+    ts_ome_version format;  /* default 0.5 */
+    ts_blend blend;         /* default edt */
+    double exponent;        /* default 1 */
+    ts_dtype dtype;         /* TS_UINT16 (default) or TS_FLOAT32 */
+    int chunk;              /* inner chunk px, default 512 */
+    int shard;              /* chunks per shard side, default 0 = auto (~4096 chunks) */
+    ts_codec codec;         /* default zstd */
+    int levels;             /* extra pyramid levels, default 0 */
+    ts_tcz_policy tcz;      /* default min */
+    int t_out;              /* -1 = write all T from 0; else that T index */
+    ts_orientation orientation;
+    bool orientation_given; /* false: use the shifts file's orientation */
+    const char *wells;      /* NULL = all */
+    int threads;            /* 0 = all cores */
+    size_t memory;          /* bound on working memory, default 2 GiB */
+    ts_progress_fn progress; /* optional */
+    void *progress_user;
+} ts_fuse_options;
+
+void ts_fuse_options_init(ts_fuse_options *opt);
+ts_status ts_fuse(const ts_fuse_options *opt, ts_error *err);
+
+/* ------------------------------------------------------------- info/preview */
+
+/* A JSON description of a store (version, wells, positions, tile shape,
+ * dtype, channels, codecs, chunk/shard layout). Caller frees with free(). */
+ts_status ts_info_json(const char *store, char **json_out, ts_error *err);
+
+typedef struct ts_preview_options {
+    const char *store;     /* mosaic (or plate) store */
+    const char *output;    /* PNG path */
+    const char *well;      /* NULL = first well */
+    int max_size;          /* longest side, px; default 1024 */
+    const char *shifts;    /* draw tile outlines coloured by confidence, or NULL */
+} ts_preview_options;
+
+void ts_preview_options_init(ts_preview_options *opt);
+ts_status ts_preview(const ts_preview_options *opt, ts_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_H */

@@ -1,0 +1,39 @@
+/* The tessera command line: one file per subcommand, shared helpers here.
+ * Exit status: 0 success, 2 bad usage, 1 any other failure, with one line on
+ * stderr saying what and where. */
+#ifndef TS_CLI_H
+#define TS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "tessera/tessera.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int cmd_simulate(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
+int cmd_solve(int argc, char **argv);
+int cmd_fuse(int argc, char **argv);
+int cmd_stitch(int argc, char **argv);
+int cmd_preview(int argc, char **argv);
+
+/* "tessera <cmd>: message" on stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...);
+/* Prints the library error on stderr; returns CLI_FAIL. */
+int cli_fail(const char *cmd, const ts_error *err);
+
+/* Value parsers: return false (after printing a usage error) on bad input. */
+bool cli_int(const char *cmd, const char *flag, const char *text, long lo, long hi, int *out);
+bool cli_double(const char *cmd, const char *flag, const char *text, double *out);
+bool cli_size(const char *cmd, const char *flag, const char *text, size_t *out); /* 2G, 512M, bytes */
+bool cli_pair(const char *cmd, const char *flag, const char *text, char sep, int *a, int *b); /* "4x3" */
+
+/* A flag's value: argv[i+1], advancing i; prints a usage error if missing. */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i);
+
+/* Progress drawn on stderr when it is a terminal, silent otherwise. */
+void cli_progress(void *user, const char *stage, int64_t done, int64_t total);
+bool cli_is_terminal(void);
+
+#endif

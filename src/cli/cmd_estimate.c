@@ -1,0 +1,10 @@
+/* tessera estimate: placeholder until the stage lands (replaced by its implementation). */
+#include "cli/cli.h"
+#include <stdio.h>
+
+int cmd_estimate(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "tessera estimate: not implemented yet\n");
+    return CLI_FAIL;
+}

@@ -1,0 +1,10 @@
+/* tessera fuse: placeholder until the stage lands (replaced by its implementation). */
+#include "cli/cli.h"
+#include <stdio.h>
+
+int cmd_fuse(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "tessera fuse: not implemented yet\n");
+    return CLI_FAIL;
+}

@@ -1,0 +1,10 @@
+/* tessera stitch: placeholder until the stage lands (replaced by its implementation). */
+#include "cli/cli.h"
+#include <stdio.h>
+
+int cmd_stitch(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "tessera stitch: not implemented yet\n");
+    return CLI_FAIL;
+}

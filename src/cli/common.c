@@ -1,0 +1,109 @@
+/* Shared command-line helpers: value parsing, errors, progress. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tessera %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'tessera %s --help')\n", cmd);
+    va_end(ap);
+    return CLI_USAGE;
+}
+
+int cli_fail(const char *cmd, const ts_error *err) {
+    if (cli_is_terminal()) fputc('\n', stderr);
+    fprintf(stderr, "tessera %s: %s\n", cmd, err->message[0] ? err->message : ts_status_name(err->code));
+    return err->code == TS_ERR_ARG ? CLI_USAGE : CLI_FAIL;
+}
+
+const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "option %s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+bool cli_int(const char *cmd, const char *flag, const char *text, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s: '%s' is not an integer in [%ld, %ld]", flag, text, lo, hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+bool cli_double(const char *cmd, const char *flag, const char *text, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v)) {
+        cli_usage_error(cmd, "%s: '%s' is not a number", flag, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_size(const char *cmd, const char *flag, const char *text, size_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    double mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'i') end++;
+    if (*end == 'B') end++;
+    if (errno || end == text || *end || !(v > 0)) {
+        cli_usage_error(cmd, "%s: '%s' is not a size (e.g. 2G, 512M, 1048576)", flag, text);
+        return false;
+    }
+    *out = (size_t)(v * mult);
+    return true;
+}
+
+bool cli_pair(const char *cmd, const char *flag, const char *text, char sep, int *a, int *b) {
+    char *end;
+    long x = strtol(text, &end, 10);
+    if (end == text || *end != sep) goto bad;
+    const char *rest = end + 1;
+    long y = strtol(rest, &end, 10);
+    if (end == rest || *end || x <= 0 || y <= 0 || x > 1000000 || y > 1000000) goto bad;
+    *a = (int)x;
+    *b = (int)y;
+    return true;
+bad:
+    cli_usage_error(cmd, "%s: '%s' is not of the form N%cM", flag, text, sep);
+    return false;
+}
+
+bool cli_is_terminal(void) { return isatty(STDERR_FILENO) == 1; }
+
+void cli_progress(void *user, const char *stage, int64_t done, int64_t total) {
+    (void)user;
+    if (!cli_is_terminal()) return;
+    static struct timespec last;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double dt = (double)(now.tv_sec - last.tv_sec) + 1e-9 * (double)(now.tv_nsec - last.tv_nsec);
+    if (done < total && dt < 0.1) return;
+    last = now;
+    int pct = total > 0 ? (int)(100.0 * (double)done / (double)total) : 0;
+    fprintf(stderr, "\r%-10s %3d%% (%lld/%lld)", stage, pct, (long long)done, (long long)total);
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+}

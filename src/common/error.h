@@ -1,0 +1,25 @@
+/* Error reporting inside the library: set a code and a formatted message that
+ * names the file, key or value at fault. Never prints, never exits. */
+#ifndef TS_COMMON_ERROR_H
+#define TS_COMMON_ERROR_H
+
+#include "tessera/tessera.h"
+
+#if defined(__GNUC__)
+#define TS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TS_PRINTF(a, b)
+#endif
+
+/* Sets err (if not NULL) and returns code, so callers can `return ts_fail(...)`. */
+ts_status ts_fail(ts_error *err, ts_status code, const char *fmt, ...) TS_PRINTF(3, 4);
+
+/* Prefixes an existing message with context ("reading A/1/000000: ...").
+ * Returns err->code. */
+ts_status ts_fail_context(ts_error *err, const char *fmt, ...) TS_PRINTF(2, 3);
+
+static inline void ts_error_clear(ts_error *err) {
+    if (err) { err->code = TS_OK; err->message[0] = '\0'; }
+}
+
+#endif

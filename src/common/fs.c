@@ -1,0 +1,172 @@
+#include "common/fs.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <dirent.h>
+
+static atomic_ulong tmp_counter;
+
+ts_status ts_mkdirs(const char *path, ts_error *err) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return ts_fail(err, TS_ERR_ARG, "path too long or empty: '%s'", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return ts_fail(err, TS_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
+            buf[i] = c;
+        }
+    }
+    if (!ts_is_dir(path)) return ts_fail(err, TS_ERR_IO, "'%s' exists and is not a directory", path);
+    return TS_OK;
+}
+
+static ts_status parent_dirs(const char *path, ts_error *err) {
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return TS_OK;
+    char dir[4096];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir) return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", path);
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    if (ts_is_dir(dir)) return TS_OK;
+    return ts_mkdirs(dir, err);
+}
+
+ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err) {
+    ts_status st = parent_dirs(path, err);
+    if (st) return st;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(),
+             (unsigned long)atomic_fetch_add(&tmp_counter, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    const char *p = data;
+    size_t left = size;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return ts_fail(err, TS_ERR_IO, "cannot rename into '%s': %s", path, strerror(e));
+    }
+    return TS_OK;
+}
+
+ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err) {
+    *data = NULL;
+    *size = 0;
+    *found = false;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return TS_OK;
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': not a regular file", path);
+    }
+    size_t cap = (size_t)sb.st_size;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        close(fd);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, cap);
+    }
+    size_t got = 0;
+    while (got < cap) {
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            free(buf);
+            close(fd);
+            return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *data = buf;
+    *size = got;
+    *found = true;
+    return TS_OK;
+}
+
+ts_status ts_read_file(const char *path, void **data, size_t *size, ts_error *err) {
+    bool found;
+    ts_status st = ts_read_file_opt(path, data, size, &found, err);
+    if (st) return st;
+    if (!found) return ts_fail(err, TS_ERR_IO, "cannot read '%s': no such file", path);
+    return TS_OK;
+}
+
+bool ts_path_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+bool ts_is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+bool ts_path_join(char *out, size_t n, const char *a, const char *b) {
+    size_t la = strlen(a);
+    while (la > 1 && a[la - 1] == '/') la--;
+    int w = snprintf(out, n, "%.*s/%s", (int)la, a, b);
+    return w >= 0 && (size_t)w < n;
+}
+
+ts_status ts_remove_tree(const char *path, ts_error *err) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return TS_OK;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) return ts_fail(err, TS_ERR_IO, "cannot open directory '%s': %s", path, strerror(errno));
+        struct dirent *e;
+        char child[4096];
+        ts_status st = TS_OK;
+        while (st == TS_OK && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            if (!ts_path_join(child, sizeof child, path, e->d_name)) {
+                st = ts_fail(err, TS_ERR_ARG, "path too long under '%s'", path);
+                break;
+            }
+            st = ts_remove_tree(child, err);
+        }
+        closedir(d);
+        if (st) return st;
+        if (rmdir(path) != 0) return ts_fail(err, TS_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
+    } else if (unlink(path) != 0) {
+        return ts_fail(err, TS_ERR_IO, "cannot remove '%s': %s", path, strerror(errno));
+    }
+    return TS_OK;
+}

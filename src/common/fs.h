@@ -1,0 +1,34 @@
+/* File-system helpers. Every write of output data goes through
+ * ts_write_file_atomic: a temporary name in the same directory, then rename,
+ * so a killed run leaves files complete or absent, never half-written. */
+#ifndef TS_COMMON_FS_H
+#define TS_COMMON_FS_H
+
+#include <stddef.h>
+#include <stdbool.h>
+#include "tessera/tessera.h"
+
+/* mkdir -p. */
+ts_status ts_mkdirs(const char *path, ts_error *err);
+
+/* Writes data to path via "<path>.tmp.<pid>.<n>" + rename; creates parent
+ * directories. */
+ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err);
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated for text use;
+ * *size excludes the NUL). TS_ERR_IO with the path when missing. */
+ts_status ts_read_file(const char *path, void **data, size_t *size, ts_error *err);
+
+/* Like ts_read_file but a missing file is not an error: *found = false. */
+ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err);
+
+bool ts_path_exists(const char *path);
+bool ts_is_dir(const char *path);
+
+/* Joins a and b with one '/' into out (size n). Returns false if truncated. */
+bool ts_path_join(char *out, size_t n, const char *a, const char *b);
+
+/* Removes a directory tree (rm -rf). Missing is not an error. */
+ts_status ts_remove_tree(const char *path, ts_error *err);
+
+#endif

@@ -1,0 +1,101 @@
+/*
+ * The OME-NGFF layer: HCS plates in OME-Zarr 0.4 (zarr v2) and 0.5 (zarr v3).
+ *
+ * Reading: the version is detected from disk; wells come from the plate's
+ * `wells` list and positions from each well's `images` list, so a plate with
+ * 170,000 positions is listed from (1 + number of wells) small JSON files,
+ * without opening any position's metadata. Tile arrays are opened on demand.
+ *
+ * Writing: plate -> well -> image groups with `multiscales` (axes t,c,z,y,x,
+ * units, scale transforms, one or more levels) and `omero` channels.
+ */
+#ifndef TS_OME_H
+#define TS_OME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+#include "zarr/zarr.h"
+
+#define TS_MAX_CHANNELS 64
+
+typedef struct ts_well_info {
+    char path[32];      /* "A/1" */
+    char row[16], col[16];
+    int npositions;
+    char (*positions)[32]; /* image paths inside the well, e.g. "012034" */
+} ts_well_info;
+
+/* Image-level metadata carried from input to output. */
+typedef struct ts_image_meta {
+    int nchannels;
+    char channel_labels[TS_MAX_CHANNELS][64];
+    char channel_colors[TS_MAX_CHANNELS][8];  /* "RRGGBB" or "" */
+    double scale[5];      /* t, c, z, y, x of dataset 0 */
+    char space_unit[32];  /* e.g. "micrometer" ("" = none) */
+    char time_unit[32];
+} ts_image_meta;
+
+typedef struct ts_plate {
+    char path[4096];
+    ts_ome_version version;
+    char name[256];
+    int nrows, ncols;
+    char (*row_names)[16];
+    char (*col_names)[16];
+    int nwells;
+    ts_well_info *wells;
+    int field_count;      /* plate field_count if given, else max positions */
+} ts_plate;
+
+/* Opens a plate; an unknown OME version or a store that is not a plate is a
+ * TS_ERR_FORMAT/TS_ERR_UNSUPPORTED naming the path and key. */
+ts_status ts_plate_open(const char *path, ts_plate **out, ts_error *err);
+void ts_plate_close(ts_plate *plate);
+
+/* Index of a well by path ("A/1"), or -1. */
+int ts_plate_find_well(const ts_plate *plate, const char *well_path);
+
+/* Keeps only the wells named in a comma list ("A/1,B/3"); an unknown name is
+ * an error naming it. NULL or "" keeps all. */
+ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err);
+
+/* Reads the image metadata (multiscales + omero) of well w, position p. */
+ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta *meta,
+                              ts_error *err);
+
+/* Opens array `level` ("0" = full resolution) of well w, position p. */
+ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level,
+                              tz_array **out, ts_error *err);
+
+/* ---- writing ---- */
+
+typedef struct ts_plate_layout {
+    const char *path;
+    ts_ome_version version;
+    const char *name;            /* plate name, may be NULL */
+    int nwells;
+    const char *const *wells;    /* "A/1", ... */
+    /* positions per well: names (all wells share the same list when
+     * positions_per_well is NULL). */
+    int npositions;
+    const char *const *positions;
+    const int *positions_per_well;          /* optional, per well count */
+    const char *const *const *well_positions; /* optional, per well names */
+    int field_count;
+} ts_plate_layout;
+
+/* Writes plate and well group metadata (not the images). */
+ts_status ts_plate_write_layout(const ts_plate_layout *layout, ts_error *err);
+
+/* Writes an image group with multiscales + omero for `nlevels` levels, level
+ * k at path "k" with scale meta->scale * 2^k in y and x. Arrays are created
+ * by the caller (tz_array_create at "<image>/<k>"). */
+ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
+                              const ts_image_meta *meta, int nlevels, ts_error *err);
+
+/* Fills a default ts_image_meta: n channels labelled "Channel k", scale 1. */
+void ts_image_meta_default(ts_image_meta *meta, int nchannels);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * The shifts file: the interface between estimate, solve and fuse (and the
+ * truth written by simulate). YAML, read and written with libyaml:
+ *
+ *   total_translation:           # integer [y, x] origins, min over a well = 0
+ *     A/1/000000: [y, x]
+ *   confidence:                  # per well: edge id -> [[xa,ya],[xb,yb],c]
+ *     A/1:
+ *       '0': [[0, 0], [1, 0], 0.93]
+ *   tile_shape: [H, W]           # after orientation
+ *   orientation: {flipud: false, fliplr: true, rot90: 1}
+ *   tiles:                       # every tile, also those without pairs
+ *     A/1: ['000000', '001000']
+ *   pairs:                       # a, b, dy, dx (origin b - origin a), confidence
+ *     A/1:
+ *     - [A/1/000000, A/1/001000, 0.4, 1898.2, 0.93]
+ *   positions:                   # float [y, x] origins (extra key)
+ *   outliers:                    # per well: list of pair indices (extra key)
+ *
+ * Only total_translation is required on read (files of the old tool have it
+ * and confidence only); everything else is optional.
+ */
+#ifndef TS_SHIFTS_H
+#define TS_SHIFTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+
+typedef struct ts_shift_pair {
+    int a, b;          /* tile indices within the well */
+    double dy, dx;     /* measured origin b - origin a */
+    double confidence; /* [0, 1] */
+    bool outlier;      /* set by the solve */
+} ts_shift_pair;
+
+typedef struct ts_well_shifts {
+    char well[32];           /* "A/1" */
+    int ntiles;
+    char (*tiles)[32];       /* position names, e.g. "012034" */
+    int64_t (*origin)[2];    /* integer [y, x], min over the well = 0 */
+    double (*position)[2];   /* float [y, x] (solve output), may be NULL */
+    bool *has_origin;        /* false: tile listed but not in total_translation */
+    int npairs;
+    ts_shift_pair *pairs;
+} ts_well_shifts;
+
+typedef struct ts_shifts {
+    int nwells;
+    ts_well_shifts *wells;
+    bool has_tile_shape;
+    int tile_shape[2];       /* H, W after orientation */
+    bool has_orientation;
+    ts_orientation orientation;
+    bool names_yx;           /* position names are YYYXXX */
+} ts_shifts;
+
+ts_shifts *ts_shifts_new(void);
+void ts_shifts_free(ts_shifts *s);
+
+/* Adds (or finds) a well; returns its index or -1 on allocation failure. */
+int ts_shifts_add_well(ts_shifts *s, const char *well);
+/* Adds a tile to well w; returns its index or -1. */
+int ts_shifts_add_tile(ts_shifts *s, int w, const char *name);
+int ts_shifts_find_well(const ts_shifts *s, const char *well);
+int ts_shifts_find_tile(const ts_shifts *s, int w, const char *name);
+/* Adds a pair to well w; returns its index or -1. */
+int ts_shifts_add_pair(ts_shifts *s, int w, int a, int b, double dy, double dx, double conf);
+
+/* Grid coordinates from a position name: XXXYYY (or YYYXXX when names_yx).
+ * Returns false if the name is not 6 digits. */
+bool ts_position_grid(const char *name, bool names_yx, int *gx, int *gy);
+
+ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err);
+/* Writes atomically (temporary name, then rename). */
+ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err);
+
+#endif

@@ -1,0 +1,83 @@
+/* Common helpers: thread pool, atomic writes, error messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/pool.h"
+
+static atomic_llong sum;
+
+static int add_index(void *user, int64_t i, int worker) {
+    (void)user;
+    (void)worker;
+    atomic_fetch_add(&sum, i);
+    return 0;
+}
+
+static int fail_at_7(void *user, int64_t i, int worker) {
+    (void)user;
+    (void)worker;
+    return i == 7 ? 42 : 0;
+}
+
+static void test_pool_sums_every_index_once(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 4; threads++) {
+        ts_pool *p = ts_pool_create(threads);
+        assert_non_null(p);
+        for (int rep = 0; rep < 20; rep++) {
+            atomic_store(&sum, 0);
+            assert_int_equal(ts_pool_for(p, 1000, add_index, NULL), 0);
+            assert_int_equal(atomic_load(&sum), 999 * 1000 / 2);
+        }
+        assert_int_equal(ts_pool_for(p, 100, fail_at_7, NULL), 42);
+        ts_pool_destroy(p);
+    }
+}
+
+static void test_atomic_write_and_read(void **state) {
+    (void)state;
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/common-%d", TESSERA_TEST_TMP, (int)getpid());
+    snprintf(path, sizeof path, "%s/a/b/file.bin", dir);
+    ts_error err;
+    assert_int_equal(ts_write_file_atomic(path, "hello", 5, &err), TS_OK);
+    void *data;
+    size_t n;
+    assert_int_equal(ts_read_file(path, &data, &n, &err), TS_OK);
+    assert_int_equal(n, 5);
+    assert_memory_equal(data, "hello", 5);
+    free(data);
+    assert_int_equal(ts_read_file("/nonexistent/x", &data, &n, &err), TS_ERR_IO);
+    assert_non_null(strstr(err.message, "/nonexistent/x"));
+    assert_int_equal(ts_remove_tree(dir, &err), TS_OK);
+    assert_false(ts_path_exists(dir));
+}
+
+static void test_error_context(void **state) {
+    (void)state;
+    ts_error err;
+    ts_fail(&err, TS_ERR_CORRUPT, "bad crc in '%s'", "c/0/0");
+    ts_fail_context(&err, "reading %s", "plate.zarr");
+    assert_string_equal(err.message, "reading plate.zarr: bad crc in 'c/0/0'");
+    assert_int_equal(err.code, TS_ERR_CORRUPT);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_sums_every_index_once),
+        cmocka_unit_test(test_atomic_write_and_read),
+        cmocka_unit_test(test_error_context),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
