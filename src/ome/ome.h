@@ -13,6 +13,7 @@
 #define TS_OME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tessera/tessera.h"
@@ -25,7 +26,12 @@ typedef struct ts_well_info {
     char row[16], col[16];
     int npositions;
     char (*positions)[32]; /* image paths inside the well, e.g. "012034" */
+    /* The plate lists the well but its group metadata is absent (partial
+     * copies of real plates): listed with no positions, not an error. */
+    bool metadata_missing;
 } ts_well_info;
+
+#define TS_MAX_LEVELS 32
 
 /* Image-level metadata carried from input to output. */
 typedef struct ts_image_meta {
@@ -35,6 +41,19 @@ typedef struct ts_image_meta {
     double scale[5];      /* t, c, z, y, x of dataset 0 */
     char space_unit[32];  /* e.g. "micrometer" ("" = none) */
     char time_unit[32];
+    /* Read side: the array's axes as listed in multiscales.axes. axis_index
+     * gives the array dimension of t, c, z, y, x (-1 when absent; real
+     * images are often (c, z, y, x) or (c, y, x)). Writing always uses all
+     * five in that order. */
+    int ndim;
+    int axis_index[5];
+    /* Resolution levels (multiscales.datasets): paths and y/x scale. */
+    int nlevels;
+    char level_paths[TS_MAX_LEVELS][32];
+    /* omero window per channel: min, max, start, end. has_window false: the
+     * writer uses 0..65535. */
+    bool has_window[TS_MAX_CHANNELS];
+    double window[TS_MAX_CHANNELS][4];
 } ts_image_meta;
 
 typedef struct ts_plate {
@@ -65,8 +84,20 @@ ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err
 ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta *meta,
                               ts_error *err);
 
-/* Opens array `level` ("0" = full resolution) of well w, position p. */
+/* Opens array `level` ("0" = full resolution) of well w, position p. The
+ * array's rank must match the image's axes (and v3 dimension_names, when
+ * given, their names); otherwise TS_ERR_FORMAT naming the array path. */
 ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level,
+                              tz_array **out, ts_error *err);
+
+/* Path of the image group of well w, position p ("<plate>/A/1/000000"). */
+void ts_plate_image_path(const ts_plate *plate, int w, int p, char *out, size_t n);
+
+/* The same for an image group given by path (not necessarily in a plate),
+ * e.g. a fused well image "<out>/A/1/0". */
+ts_status ts_image_read_meta(const char *image_path, ts_ome_version *version,
+                             ts_image_meta *meta, ts_error *err);
+ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta, int level,
                               tz_array **out, ts_error *err);
 
 /* ---- writing ---- */
