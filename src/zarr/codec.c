@@ -1,0 +1,423 @@
+/* The codec chain: array->array (transpose), array->bytes (bytes: endian),
+ * bytes->bytes (blosc, zstd, gzip, zlib, crc32c). Encoding allocates; the
+ * last decoding step writes straight into the caller's buffer when nothing
+ * (transpose, byte swap) has to follow, so a compressed chunk costs one
+ * decompression and no extra copy. */
+#include "zarr/zarr_internal.h"
+
+#include <blosc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+/* ---------------------------------------------------------------- helpers */
+
+static void byteswap(void *data, size_t n, size_t esize) {
+    unsigned char *p = data;
+    if (esize == 2) {
+        for (size_t i = 0; i < n; i++, p += 2) { unsigned char t = p[0]; p[0] = p[1]; p[1] = t; }
+    } else if (esize == 4) {
+        for (size_t i = 0; i < n; i++, p += 4) {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            v = __builtin_bswap32(v);
+            memcpy(p, &v, 4);
+        }
+    } else if (esize == 8) {
+        for (size_t i = 0; i < n; i++, p += 8) {
+            uint64_t v;
+            memcpy(&v, p, 8);
+            v = __builtin_bswap64(v);
+            memcpy(p, &v, 8);
+        }
+    }
+}
+
+/* dst = transpose(src, order): dst.shape[i] = src_shape[order[i]]. */
+static void transpose(int ndim, size_t esize, const int *order, const unsigned char *src,
+                      const int64_t *src_shape, unsigned char *dst) {
+    int64_t src_stride[TZ_MAX_DIM], dst_shape[TZ_MAX_DIM], stride[TZ_MAX_DIM], idx[TZ_MAX_DIM];
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) { src_stride[i] = s; s *= src_shape[i]; }
+    for (int i = 0; i < ndim; i++) {
+        dst_shape[i] = src_shape[order[i]];
+        stride[i] = src_stride[order[i]];
+        idx[i] = 0;
+    }
+    int64_t n = tz_prod(ndim, dst_shape);
+    int64_t off = 0;
+    for (int64_t k = 0; k < n; k++) {
+        memcpy(dst + (size_t)k * esize, src + (size_t)off * esize, esize);
+        for (int d = ndim - 1; d >= 0; d--) {
+            idx[d]++;
+            off += stride[d];
+            if (idx[d] < dst_shape[d]) break;
+            off -= stride[d] * dst_shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static bool is_array_codec(tz_codec_id id) { return id == TZ_CODEC_TRANSPOSE; }
+
+static ts_status check_chain(const tz_codec_chain *chain, int ndim, int *first_bytes_codec,
+                             bool *big_endian, ts_error *err) {
+    int i = 0;
+    for (; i < chain->n && is_array_codec(chain->c[i].id); i++) {
+        bool seen[TZ_MAX_DIM] = {false};
+        for (int d = 0; d < ndim; d++) {
+            int o = chain->c[i].order[d];
+            if (o < 0 || o >= ndim || seen[o])
+                return ts_fail(err, TS_ERR_FORMAT, "transpose order is not a permutation of %d axes", ndim);
+            seen[o] = true;
+        }
+    }
+    if (i < chain->n && chain->c[i].id == TZ_CODEC_BYTES) { *big_endian = chain->c[i].big_endian; i++; }
+    *first_bytes_codec = i;
+    for (int k = i; k < chain->n; k++) {
+        tz_codec_id id = chain->c[k].id;
+        if (id == TZ_CODEC_TRANSPOSE || id == TZ_CODEC_BYTES || id == TZ_CODEC_SHARDING)
+            return ts_fail(err, TS_ERR_FORMAT, "codec chain out of order (array codec after bytes codecs)");
+    }
+    return TS_OK;
+}
+
+/* -------------------------------------------------------- bytes -> bytes */
+
+static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char *in, size_t n,
+                            unsigned char **out, size_t *out_n, ts_error *err) {
+    switch (c->id) {
+    case TZ_CODEC_ZSTD: {
+        size_t cap = ZSTD_compressBound(n);
+        unsigned char *o = malloc(cap ? cap : 1);
+        ZSTD_CCtx *cc = ZSTD_createCCtx();
+        if (!o || !cc) { free(o); ZSTD_freeCCtx(cc); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, c->level);
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, c->checksum ? 1 : 0);
+        size_t r = ZSTD_compress2(cc, o, cap, in, n);
+        ZSTD_freeCCtx(cc);
+        if (ZSTD_isError(r)) { free(o); return ts_fail(err, TS_ERR_CODEC, "zstd compression failed: %s", ZSTD_getErrorName(r)); }
+        *out = o;
+        *out_n = r;
+        return TS_OK;
+    }
+    case TZ_CODEC_GZIP:
+    case TZ_CODEC_ZLIB: {
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        int wbits = c->id == TZ_CODEC_GZIP ? 15 + 16 : 15;
+        int level = c->level < 0 ? Z_DEFAULT_COMPRESSION : c->level;
+        if (deflateInit2(&zs, level, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            return ts_fail(err, TS_ERR_CODEC, "deflateInit failed (level %d)", c->level);
+        size_t cap = deflateBound(&zs, (uLong)n) + 32;
+        unsigned char *o = malloc(cap);
+        if (!o) { deflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (deflate)"); }
+        zs.next_in = (Bytef *)in;
+        zs.avail_in = (uInt)n;
+        zs.next_out = o;
+        zs.avail_out = (uInt)cap;
+        int r = deflate(&zs, Z_FINISH);
+        size_t got = zs.total_out;
+        deflateEnd(&zs);
+        if (r != Z_STREAM_END) { free(o); return ts_fail(err, TS_ERR_CODEC, "deflate failed (%d)", r); }
+        *out = o;
+        *out_n = got;
+        return TS_OK;
+    }
+    case TZ_CODEC_BLOSC: {
+        size_t cap = n + BLOSC_MAX_OVERHEAD;
+        unsigned char *o = malloc(cap);
+        if (!o) return ts_fail(err, TS_ERR_NOMEM, "out of memory (blosc)");
+        size_t ts = c->typesize > 0 ? (size_t)c->typesize : esize;
+        int r = blosc_compress_ctx(c->level, (int)c->shuffle, ts, n, in, o, cap,
+                                   c->cname[0] ? c->cname : "lz4", (size_t)c->blocksize, 1);
+        if (r <= 0) { free(o); return ts_fail(err, TS_ERR_CODEC, "blosc compression failed (cname '%s', %d)", c->cname, r); }
+        *out = o;
+        *out_n = (size_t)r;
+        return TS_OK;
+    }
+    case TZ_CODEC_CRC32C: {
+        unsigned char *o = malloc(n + 4);
+        if (!o) return ts_fail(err, TS_ERR_NOMEM, "out of memory (crc32c)");
+        memcpy(o, in, n);
+        uint32_t crc = tz_crc32c(0, in, n);
+        for (int k = 0; k < 4; k++) o[n + (size_t)k] = (unsigned char)(crc >> (8 * k));
+        *out = o;
+        *out_n = n + 4;
+        return TS_OK;
+    }
+    default:
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "codec %d cannot encode bytes", (int)c->id);
+    }
+}
+
+/* Inflates (zlib or gzip, detected) into dst (exactly cap bytes expected) or,
+ * when dst is NULL, into a growing buffer. */
+static ts_status inflate_buf(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
+                             unsigned char **out, size_t *out_n, ts_error *err) {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, 15 + 32) != Z_OK) return ts_fail(err, TS_ERR_CODEC, "inflateInit failed");
+    unsigned char *buf = dst;
+    size_t size = cap;
+    if (!buf) {
+        size = n * 4 + 64;
+        buf = malloc(size);
+        if (!buf) { inflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (inflate)"); }
+    }
+    zs.next_in = (Bytef *)in;
+    zs.avail_in = (uInt)n;
+    int r;
+    for (;;) {
+        zs.next_out = buf + zs.total_out;
+        zs.avail_out = (uInt)(size - zs.total_out);
+        r = inflate(&zs, Z_FINISH);
+        if (r == Z_STREAM_END) break;
+        if ((r == Z_BUF_ERROR || r == Z_OK) && zs.avail_out == 0 && !dst) {
+            size_t ns = size * 2;
+            unsigned char *nb = realloc(buf, ns);
+            if (!nb) { free(buf); inflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (inflate)"); }
+            buf = nb;
+            size = ns;
+            continue;
+        }
+        break;
+    }
+    size_t got = zs.total_out;
+    inflateEnd(&zs);
+    if (r != Z_STREAM_END || (dst && got != cap)) {
+        if (!dst) free(buf);
+        if (r == Z_STREAM_END)
+            return ts_fail(err, TS_ERR_CORRUPT, "inflated %zu bytes, expected %zu", got, cap);
+        return ts_fail(err, TS_ERR_CORRUPT, "zlib/gzip data is invalid or truncated (%s)",
+                       zs.msg ? zs.msg : "incomplete stream");
+    }
+    *out = buf;
+    *out_n = got;
+    return TS_OK;
+}
+
+static ts_status zstd_decode(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
+                             unsigned char **out, size_t *out_n, ts_error *err) {
+    unsigned long long fs = ZSTD_getFrameContentSize(in, n);
+    if (fs == ZSTD_CONTENTSIZE_ERROR) return ts_fail(err, TS_ERR_CORRUPT, "not a zstd frame");
+    if (fs != ZSTD_CONTENTSIZE_UNKNOWN) {
+        if (dst && fs != cap)
+            return ts_fail(err, TS_ERR_CORRUPT, "zstd frame holds %llu bytes, expected %zu", fs, cap);
+        unsigned char *buf = dst ? dst : malloc(fs ? (size_t)fs : 1);
+        if (!buf) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
+        size_t r = ZSTD_decompress(buf, (size_t)fs, in, n);
+        if (ZSTD_isError(r) || r != fs) {
+            if (!dst) free(buf);
+            return ts_fail(err, TS_ERR_CORRUPT, "zstd decompression failed: %s",
+                           ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short output");
+        }
+        *out = buf;
+        *out_n = r;
+        return TS_OK;
+    }
+    /* Frames written by streaming encoders carry no content size. */
+    ZSTD_DCtx *dc = ZSTD_createDCtx();
+    if (!dc) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
+    size_t size = dst ? cap : n * 4 + 64;
+    unsigned char *buf = dst ? dst : malloc(size);
+    if (!buf) { ZSTD_freeDCtx(dc); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
+    ZSTD_inBuffer ib = {in, n, 0};
+    ZSTD_outBuffer ob = {buf, size, 0};
+    size_t r = 1;
+    while (ib.pos < ib.size) {
+        if (ob.pos == ob.size) {
+            if (dst) break;
+            size_t ns = size * 2;
+            unsigned char *nb = realloc(buf, ns);
+            if (!nb) { free(buf); ZSTD_freeDCtx(dc); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
+            buf = nb;
+            size = ns;
+            ob.dst = buf;
+            ob.size = size;
+        }
+        r = ZSTD_decompressStream(dc, &ob, &ib);
+        if (ZSTD_isError(r)) break;
+    }
+    ZSTD_freeDCtx(dc);
+    if (ZSTD_isError(r) || r != 0 || ib.pos != ib.size || (dst && ob.pos != cap)) {
+        if (!dst) free(buf);
+        return ts_fail(err, TS_ERR_CORRUPT, "zstd stream is invalid or truncated%s%s",
+                       ZSTD_isError(r) ? ": " : "", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "");
+    }
+    *out = buf;
+    *out_n = ob.pos;
+    return TS_OK;
+}
+
+static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
+                              unsigned char **out, size_t *out_n, ts_error *err) {
+    size_t nbytes = 0;
+    if (n < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(in, n, &nbytes) != 0)
+        return ts_fail(err, TS_ERR_CORRUPT, "blosc header is invalid or the buffer truncated (%zu bytes)", n);
+    if (dst && nbytes != cap)
+        return ts_fail(err, TS_ERR_CORRUPT, "blosc buffer holds %zu bytes, expected %zu", nbytes, cap);
+    unsigned char *buf = dst ? dst : malloc(nbytes ? nbytes : 1);
+    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "out of memory (blosc)");
+    int r = nbytes ? blosc_decompress_ctx(in, buf, nbytes, 1) : 0;
+    if (r < 0 || (size_t)r != nbytes) {
+        if (!dst) free(buf);
+        return ts_fail(err, TS_ERR_CORRUPT, "blosc decompression failed (%d)", r);
+    }
+    *out = buf;
+    *out_n = nbytes;
+    return TS_OK;
+}
+
+/* Decodes one bytes->bytes step. With dst, the result must be exactly cap
+ * bytes and lands in dst; otherwise *out is malloc'd, or (crc32c) points
+ * into `in`, which *owned reports. */
+static ts_status decode_one(const tz_codec *c, const unsigned char *in, size_t n,
+                            unsigned char *dst, size_t cap, unsigned char **out, size_t *out_n,
+                            bool *owned, ts_error *err) {
+    *owned = dst == NULL;
+    switch (c->id) {
+    case TZ_CODEC_ZSTD: return zstd_decode(in, n, dst, cap, out, out_n, err);
+    case TZ_CODEC_GZIP:
+    case TZ_CODEC_ZLIB: return inflate_buf(in, n, dst, cap, out, out_n, err);
+    case TZ_CODEC_BLOSC: return blosc_decode(in, n, dst, cap, out, out_n, err);
+    case TZ_CODEC_CRC32C: {
+        if (n < 4) return ts_fail(err, TS_ERR_CORRUPT, "crc32c: %zu bytes is too short for a checksum", n);
+        uint32_t stored = (uint32_t)in[n - 4] | (uint32_t)in[n - 3] << 8 |
+                          (uint32_t)in[n - 2] << 16 | (uint32_t)in[n - 1] << 24;
+        uint32_t crc = tz_crc32c(0, in, n - 4);
+        if (crc != stored)
+            return ts_fail(err, TS_ERR_CORRUPT, "CRC32C mismatch (stored 0x%08x, computed 0x%08x)", stored, crc);
+        if (dst) {
+            if (n - 4 != cap) return ts_fail(err, TS_ERR_CORRUPT, "crc32c payload is %zu bytes, expected %zu", n - 4, cap);
+            memcpy(dst, in, cap);
+            *out = dst;
+        } else {
+            *out = (unsigned char *)in;
+            *owned = false;
+        }
+        *out_n = n - 4;
+        return TS_OK;
+    }
+    default:
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "codec %d cannot decode bytes", (int)c->id);
+    }
+}
+
+/* ------------------------------------------------------------ the chain */
+
+ts_status tz_encode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
+                          int ndim, const int64_t *shape, const void *data,
+                          void **out, size_t *out_size, ts_error *err) {
+    size_t esize = ts_dtype_size(dtype);
+    if (!esize) return ts_fail(err, TS_ERR_ARG, "invalid dtype");
+    int first;
+    bool be = big_endian;
+    ts_status st = check_chain(chain, ndim, &first, &be, err);
+    if (st) return st;
+    size_t n = (size_t)tz_prod(ndim, shape) * esize;
+    unsigned char *cur = (unsigned char *)data;
+    bool owned = false;
+    int64_t cur_shape[TZ_MAX_DIM];
+    memcpy(cur_shape, shape, sizeof(int64_t) * (size_t)ndim);
+    for (int i = 0; i < first && chain->c[i].id == TZ_CODEC_TRANSPOSE; i++) {
+        unsigned char *t = malloc(n ? n : 1);
+        if (!t) { if (owned) free(cur); return ts_fail(err, TS_ERR_NOMEM, "out of memory (transpose)"); }
+        transpose(ndim, esize, chain->c[i].order, cur, cur_shape, t);
+        int64_t ns[TZ_MAX_DIM];
+        for (int d = 0; d < ndim; d++) ns[d] = cur_shape[chain->c[i].order[d]];
+        memcpy(cur_shape, ns, sizeof(int64_t) * (size_t)ndim);
+        if (owned) free(cur);
+        cur = t;
+        owned = true;
+    }
+    if (esize > 1 && be != tz_native_big_endian()) {
+        if (!owned) {
+            unsigned char *t = malloc(n ? n : 1);
+            if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory (byte swap)");
+            memcpy(t, cur, n);
+            cur = t;
+            owned = true;
+        }
+        byteswap(cur, n / esize, esize);
+    }
+    size_t cur_n = n;
+    for (int i = first; i < chain->n; i++) {
+        unsigned char *o = NULL;
+        size_t on = 0;
+        st = encode_one(&chain->c[i], esize, cur, cur_n, &o, &on, err);
+        if (owned) free(cur);
+        if (st) return st;
+        cur = o;
+        cur_n = on;
+        owned = true;
+    }
+    if (!owned) {
+        unsigned char *t = malloc(cur_n ? cur_n : 1);
+        if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+        memcpy(t, cur, cur_n);
+        cur = t;
+    }
+    *out = cur;
+    *out_size = cur_n;
+    return TS_OK;
+}
+
+ts_status tz_decode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
+                          int ndim, const int64_t *shape, const void *in, size_t in_size,
+                          void *data, ts_error *err) {
+    size_t esize = ts_dtype_size(dtype);
+    if (!esize) return ts_fail(err, TS_ERR_ARG, "invalid dtype");
+    int first;
+    bool be = big_endian;
+    ts_status st = check_chain(chain, ndim, &first, &be, err);
+    if (st) return st;
+    int ntrans = 0;
+    while (ntrans < first && chain->c[ntrans].id == TZ_CODEC_TRANSPOSE) ntrans++;
+    bool swap = esize > 1 && be != tz_native_big_endian();
+    size_t n = (size_t)tz_prod(ndim, shape) * esize;
+
+    unsigned char *cur = (unsigned char *)in;
+    size_t cur_n = in_size;
+    bool owned = false;
+    for (int i = chain->n - 1; i >= first; i--) {
+        bool direct = i == first && ntrans == 0;
+        unsigned char *o = NULL;
+        size_t on = 0;
+        bool o_owned;
+        st = decode_one(&chain->c[i], cur, cur_n, direct ? data : NULL, n, &o, &on, &o_owned, err);
+        if (st) { if (owned) free(cur); return st; }
+        if (owned && o != cur) free(cur);
+        owned = owned && o == cur ? true : o_owned;
+        cur = o;
+        cur_n = on;
+    }
+    if (cur_n != n) {
+        if (owned) free(cur);
+        return ts_fail(err, TS_ERR_CORRUPT, "decoded chunk is %zu bytes, expected %zu", cur_n, n);
+    }
+    if (ntrans > 0) {
+        /* Undo the transposes, last first: the encoded shape is the chunk
+         * shape permuted by each order in turn. */
+        int64_t shapes[TZ_MAX_CODECS + 1][TZ_MAX_DIM];
+        memcpy(shapes[0], shape, sizeof(int64_t) * (size_t)ndim);
+        for (int t = 0; t < ntrans; t++)
+            for (int d = 0; d < ndim; d++) shapes[t + 1][d] = shapes[t][chain->c[t].order[d]];
+        for (int t = ntrans - 1; t >= 0; t--) {
+            int inv[TZ_MAX_DIM];
+            for (int d = 0; d < ndim; d++) inv[chain->c[t].order[d]] = d;
+            unsigned char *dst = t == 0 ? data : malloc(n ? n : 1);
+            if (!dst) { if (owned) free(cur); return ts_fail(err, TS_ERR_NOMEM, "out of memory (transpose)"); }
+            transpose(ndim, esize, inv, cur, shapes[t + 1], dst);
+            if (owned) free(cur);
+            cur = dst;
+            owned = t != 0;
+        }
+    } else if (cur != data) {
+        memcpy(data, cur, n);
+        if (owned) free(cur);
+    }
+    if (swap) byteswap(data, n / esize, esize);
+    return TS_OK;
+}

@@ -1,0 +1,214 @@
+/* v3 sharding_indexed: a shard is the encoded inner chunks followed (or
+ * preceded) by an index of (offset, nbytes) little-endian uint64 pairs in C
+ * order of the inner chunk grid, encoded by the index codecs (bytes + crc32c:
+ * the CRC32C of the index appended). All-fill inner chunks are the empty
+ * sentinel (2^64-1, 2^64-1). Reads fetch the index and then only the inner
+ * chunks they need, with pread. */
+#include "zarr/zarr_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EMPTY UINT64_MAX
+
+static ts_status read_range(int fd, const char *file, const char *key, uint64_t off, size_t n,
+                            unsigned char *dst, ts_error *err) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return ts_fail(err, TS_ERR_IO, "cannot read '%s' (shard '%s'): %s", file, key, strerror(errno));
+        if (r == 0) return ts_fail(err, TS_ERR_CORRUPT, "'%s' (shard '%s') is truncated", file, key);
+        got += (size_t)r;
+    }
+    return TS_OK;
+}
+
+static void index_shape(const tz_array *arr, int64_t *shape) {
+    for (int d = 0; d < arr->meta.ndim; d++) shape[d] = arr->chunks_per_shard[d];
+    shape[arr->meta.ndim] = 2;
+}
+
+ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, const int64_t *box_off,
+                        const int64_t *extent, void *dst, const int64_t *dst_shape, const int64_t *dst_off,
+                        ts_error *err) {
+    const tz_array_meta *m = &arr->meta;
+    int nd = m->ndim;
+    int fd = open(file, O_RDONLY);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            tz_fill_box(nd, arr->esize, arr->fill, dst, dst_shape, dst_off, extent);
+            return TS_OK;
+        }
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", file, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) { close(fd); return ts_fail(err, TS_ERR_IO, "cannot stat '%s'", file); }
+    uint64_t fsize = (uint64_t)sb.st_size;
+    size_t nidx = (size_t)arr->inner_per_shard * 2;
+    uint64_t *index = malloc(nidx * 8);
+    unsigned char *raw = malloc(arr->index_bytes);
+    const int64_t *ic = m->sharding.inner_chunk;
+    size_t inner_bytes = (size_t)tz_prod(nd, ic) * arr->esize;
+    unsigned char *chunk = malloc(inner_bytes ? inner_bytes : 1);
+    unsigned char *enc = NULL;
+    size_t enc_cap = 0;
+    ts_status st = TS_OK;
+    if (!index || !raw || !chunk) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s'", file); goto done; }
+    if (fsize < arr->index_bytes) {
+        st = ts_fail(err, TS_ERR_CORRUPT, "'%s' (shard '%s') is truncated: %llu bytes, the index alone needs %zu",
+                     file, key, (unsigned long long)fsize, arr->index_bytes);
+        goto done;
+    }
+    st = read_range(fd, file, key, m->sharding.index_at_start ? 0 : fsize - arr->index_bytes, arr->index_bytes, raw, err);
+    if (st) goto done;
+    int64_t ishape[TZ_MAX_DIM + 1];
+    index_shape(arr, ishape);
+    st = tz_decode_chunk(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, raw, arr->index_bytes, index, err);
+    if (st) {
+        err->code = st = TS_ERR_CORRUPT;
+        ts_fail_context(err, "'%s' (shard '%s'): shard index", file, key);
+        goto done;
+    }
+    /* Inner chunks overlapping the box. */
+    int64_t lo[TZ_MAX_DIM], hi[TZ_MAX_DIM], c[TZ_MAX_DIM];
+    for (int d = 0; d < nd; d++) {
+        if (extent[d] <= 0) goto done;
+        lo[d] = box_off[d] / ic[d];
+        hi[d] = (box_off[d] + extent[d] - 1) / ic[d];
+        c[d] = lo[d];
+    }
+    for (;;) {
+        int64_t lin = 0;
+        for (int d = 0; d < nd; d++) lin = lin * arr->chunks_per_shard[d] + c[d];
+        uint64_t off = index[2 * lin], nb = index[2 * lin + 1];
+        int64_t coff[TZ_MAX_DIM], cext[TZ_MAX_DIM], doff[TZ_MAX_DIM];
+        for (int d = 0; d < nd; d++) {
+            int64_t b0 = c[d] * ic[d];
+            int64_t a = box_off[d] > b0 ? box_off[d] : b0;
+            int64_t e = box_off[d] + extent[d] < b0 + ic[d] ? box_off[d] + extent[d] : b0 + ic[d];
+            coff[d] = a - b0;
+            cext[d] = e - a;
+            doff[d] = dst_off[d] + (a - box_off[d]);
+        }
+        if (off == EMPTY && nb == EMPTY) {
+            tz_fill_box(nd, arr->esize, arr->fill, dst, dst_shape, doff, cext);
+        } else {
+            if (off > fsize || nb > fsize - off) {
+                st = ts_fail(err, TS_ERR_CORRUPT,
+                             "'%s' (shard '%s'): inner chunk %lld at [%llu, +%llu) lies beyond the file's %llu bytes",
+                             file, key, (long long)lin, (unsigned long long)off, (unsigned long long)nb,
+                             (unsigned long long)fsize);
+                goto done;
+            }
+            if (nb > enc_cap) {
+                free(enc);
+                enc = malloc(nb);
+                enc_cap = nb;
+                if (!enc) { enc_cap = 0; st = ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s'", file); goto done; }
+            }
+            st = read_range(fd, file, key, off, nb, enc, err);
+            if (st) goto done;
+            st = tz_decode_chunk(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, enc, nb, chunk, err);
+            if (st) {
+                if (st != TS_ERR_NOMEM && st != TS_ERR_UNSUPPORTED) err->code = st = TS_ERR_CORRUPT;
+                ts_fail_context(err, "'%s' (shard '%s'), inner chunk %lld", file, key, (long long)lin);
+                goto done;
+            }
+            tz_copy_box(nd, arr->esize, chunk, ic, coff, dst, dst_shape, doff, cext);
+        }
+        int d = nd - 1;
+        for (; d >= 0; d--) {
+            if (++c[d] <= hi[d]) break;
+            c[d] = lo[d];
+        }
+        if (d < 0) break;
+    }
+done:
+    close(fd);
+    free(index);
+    free(raw);
+    free(chunk);
+    free(enc);
+    return st;
+}
+
+ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key, void **out, size_t *out_size,
+                          bool *empty, ts_error *err) {
+    const tz_array_meta *m = &arr->meta;
+    int nd = m->ndim;
+    const int64_t *ic = m->sharding.inner_chunk;
+    size_t n_inner = (size_t)arr->inner_per_shard;
+    size_t inner_elems = (size_t)tz_prod(nd, ic);
+    uint64_t *index = malloc(n_inner * 16);
+    unsigned char *chunk = malloc(inner_elems * arr->esize + 1);
+    void **parts = calloc(n_inner, sizeof *parts);
+    size_t *sizes = calloc(n_inner, sizeof *sizes);
+    unsigned char *file = NULL;
+    void *enc_index = NULL;
+    ts_status st = TS_OK;
+    *empty = true;
+    if (!index || !chunk || !parts || !sizes) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
+    int64_t c[TZ_MAX_DIM] = {0}, zero[TZ_MAX_DIM] = {0};
+    size_t total = 0;
+    for (size_t lin = 0; lin < n_inner; lin++) {
+        int64_t soff[TZ_MAX_DIM];
+        for (int d = 0; d < nd; d++) soff[d] = c[d] * ic[d];
+        tz_copy_box(nd, arr->esize, shard, m->chunk, soff, chunk, ic, zero, ic);
+        if (!tz_all_fill(arr, chunk, inner_elems)) {
+            st = tz_encode_chunk(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, chunk, &parts[lin], &sizes[lin], err);
+            if (st) { ts_fail_context(err, "zarr array '%s', shard '%s', inner chunk %zu", arr->path, key, lin); goto done; }
+            total += sizes[lin];
+            *empty = false;
+        }
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++c[d] < arr->chunks_per_shard[d]) break;
+            c[d] = 0;
+        }
+    }
+    if (*empty) goto done;
+    size_t base = m->sharding.index_at_start ? arr->index_bytes : 0;
+    size_t pos = base;
+    for (size_t lin = 0; lin < n_inner; lin++) {
+        if (parts[lin]) {
+            index[2 * lin] = pos;
+            index[2 * lin + 1] = sizes[lin];
+            pos += sizes[lin];
+        } else {
+            index[2 * lin] = index[2 * lin + 1] = EMPTY;
+        }
+    }
+    int64_t ishape[TZ_MAX_DIM + 1];
+    for (int d = 0; d < nd; d++) ishape[d] = arr->chunks_per_shard[d];
+    ishape[nd] = 2;
+    size_t isize = 0;
+    st = tz_encode_chunk(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, index, &enc_index, &isize, err);
+    if (st) goto done;
+    if (isize != arr->index_bytes) {
+        st = ts_fail(err, TS_ERR_INTERNAL, "shard index encoded to %zu bytes, expected %zu", isize, arr->index_bytes);
+        goto done;
+    }
+    file = malloc(total + isize);
+    if (!file) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
+    pos = base;
+    for (size_t lin = 0; lin < n_inner; lin++)
+        if (parts[lin]) { memcpy(file + pos, parts[lin], sizes[lin]); pos += sizes[lin]; }
+    memcpy(file + (m->sharding.index_at_start ? 0 : total), enc_index, isize);
+    *out = file;
+    *out_size = total + isize;
+    file = NULL;
+done:
+    if (parts)
+        for (size_t lin = 0; lin < n_inner; lin++) free(parts[lin]);
+    free(parts);
+    free(sizes);
+    free(index);
+    free(chunk);
+    free(enc_index);
+    free(file);
+    return st;
+}

@@ -1,0 +1,71 @@
+/* Private parts of the zarr layer shared by its source files. */
+#ifndef TS_ZARR_INTERNAL_H
+#define TS_ZARR_INTERNAL_H
+
+#include "zarr/zarr.h"
+#include "common/error.h"
+
+#include <jansson.h>
+
+/* An open array. Immutable after open/create, so reads need no locks. */
+struct tz_array {
+    char *path;
+    tz_array_meta meta;
+    char *attributes;            /* JSON object text, never NULL */
+    size_t esize;                /* element size in bytes */
+    unsigned char fill[8];       /* fill value as one native-endian element */
+    bool fill_is_nan;            /* float fill NaN: any NaN counts as fill */
+    /* Sharding (meta.sharded): inner chunks per shard and the encoded index size. */
+    int64_t chunks_per_shard[TZ_MAX_DIM];
+    int64_t inner_per_shard;
+    size_t index_bytes;
+};
+
+static inline bool tz_native_big_endian(void) {
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 0;
+}
+
+static inline int64_t tz_prod(int ndim, const int64_t *v) {
+    int64_t p = 1;
+    for (int i = 0; i < ndim; i++) p *= v[i];
+    return p;
+}
+
+/* meta.c: metadata documents <-> tz_array_meta. `where` names the array in
+ * error messages. The parse functions fill meta and *attributes (malloc'd). */
+ts_status tz_meta_parse_v3(const char *where, json_t *doc, tz_array_meta *meta,
+                           char **attributes, ts_error *err);
+ts_status tz_meta_parse_v2(const char *where, json_t *zarray, tz_array_meta *meta,
+                           ts_error *err);
+/* Returns a new JSON document (zarr.json or .zarray) for meta; attributes
+ * (v3 only) are embedded from meta->attributes_json. */
+ts_status tz_meta_to_json(const char *where, const tz_array_meta *meta, json_t **out,
+                          ts_error *err);
+/* Parses JSON object text (NULL -> {}) for attributes. */
+ts_status tz_parse_attributes(const char *where, const char *text, json_t **out, ts_error *err);
+/* Fill value as one element of dtype, native endian. */
+void tz_fill_element(ts_dtype dtype, double fill, unsigned char out[8]);
+
+/* region.c: copying boxes between C-order buffers, contiguous rows by memcpy. */
+/* Copies the box `extent` at src_off in src (shape src_shape) to dst_off in
+ * dst (shape dst_shape). */
+void tz_copy_box(int ndim, size_t esize, const void *src, const int64_t *src_shape,
+                 const int64_t *src_off, void *dst, const int64_t *dst_shape,
+                 const int64_t *dst_off, const int64_t *extent);
+/* Sets the box to the fill element. */
+void tz_fill_box(int ndim, size_t esize, const unsigned char *fill, void *dst,
+                 const int64_t *dst_shape, const int64_t *dst_off, const int64_t *extent);
+/* True when all n elements equal the fill (NaN matching NaN if fill_is_nan). */
+bool tz_all_fill(const tz_array *arr, const void *data, size_t n);
+
+/* shard.c */
+ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key,
+                          void **out, size_t *out_size, bool *empty, ts_error *err);
+/* Reads the part `box_off`/`extent` (shard-relative) of the shard file at
+ * file_path into dst (shape dst_shape, at dst_off). Missing file = fill. */
+ts_status tz_shard_read(const tz_array *arr, const char *file_path, const char *key,
+                        const int64_t *box_off, const int64_t *extent, void *dst,
+                        const int64_t *dst_shape, const int64_t *dst_off, ts_error *err);
+
+#endif
