@@ -196,6 +196,27 @@ typedef struct ts_fuse_options {
 void ts_fuse_options_init(ts_fuse_options *opt);
 ts_status ts_fuse(const ts_fuse_options *opt, ts_error *err);
 
+/* What a fuse run did, for the CLI's warnings and --json summary. */
+typedef struct ts_fuse_result {
+    int wells;                      /* wells fused */
+    int64_t tiles;                  /* tiles placed */
+    int64_t strips_read;            /* tile reads (one per tile per band per t, z) */
+    int64_t blocks_written;         /* storage blocks (shards / chunk groups), level 0 */
+    int64_t output_pixels;          /* Y*X*C*Z*T written at level 0, all wells */
+    int64_t canvas_h, canvas_w;     /* of the last well */
+    int chunk, shard;               /* inner chunk px, chunks per shard side */
+    size_t peak_strip_bytes;        /* most tile-strip memory held at once */
+    ts_orientation orientation;     /* orientation used */
+    bool orientation_from_file;     /* taken from the shifts file */
+    /* Flags were given and the shifts file recorded different ones (the
+     * given flags are used; the CLI warns). */
+    bool orientation_mismatch;
+    ts_orientation file_orientation;
+} ts_fuse_result;
+
+/* ts_fuse that also reports what it did (result may be NULL). */
+ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_error *err);
+
 /* ------------------------------------------------------------- info/preview */
 
 /* A JSON description of a store (version, wells, positions, tile shape,
