@@ -15,7 +15,12 @@
  *     A/1:
  *     - [A/1/000000, A/1/001000, 0.4, 1898.2, 0.93]
  *   positions:                   # float [y, x] origins (extra key)
+ *     A/1/000000: [0.0, 0.0]
+ *   residuals:                   # per well: [ry, rx] per pair, (p_b - p_a) - d (extra key)
+ *     A/1: [[0.01, -0.2]]
  *   outliers:                    # per well: list of pair indices (extra key)
+ *     A/1: [3, 17]
+ *   names_yx: false              # position names are YYYXXX (extra key)
  *
  * Only total_translation is required on read (files of the old tool have it
  * and confidence only); everything else is optional.
@@ -33,7 +38,16 @@ typedef struct ts_shift_pair {
     double dy, dx;     /* measured origin b - origin a */
     double confidence; /* [0, 1] */
     bool outlier;      /* set by the solve */
+    double ry, rx;     /* residual after the solve, (p_b - p_a) - d; NaN if unknown */
 } ts_shift_pair;
+
+/* A confidence entry of a file without pairs (the old tool's `confidence`
+ * key): grid coordinates of the two tiles and the confidence. Files with
+ * pairs derive `confidence` from the pairs instead. */
+typedef struct ts_shift_edge {
+    int xa, ya, xb, yb;
+    double confidence;
+} ts_shift_edge;
 
 typedef struct ts_well_shifts {
     char well[32];           /* "A/1" */
@@ -44,6 +58,12 @@ typedef struct ts_well_shifts {
     bool *has_origin;        /* false: tile listed but not in total_translation */
     int npairs;
     ts_shift_pair *pairs;
+    int nedges;              /* old-tool confidence entries (only when npairs == 0) */
+    ts_shift_edge *edges;
+    /* Private bookkeeping of ts_shifts_add_*: capacities and the name -> tile
+     * hash index (tiles appended by hand are still found, by a linear scan). */
+    int tile_cap, pair_cap, edge_cap;
+    struct ts_name_index *index;
 } ts_well_shifts;
 
 typedef struct ts_shifts {
@@ -54,6 +74,7 @@ typedef struct ts_shifts {
     bool has_orientation;
     ts_orientation orientation;
     bool names_yx;           /* position names are YYYXXX */
+    int well_cap;            /* private: capacity of wells */
 } ts_shifts;
 
 ts_shifts *ts_shifts_new(void);
@@ -67,6 +88,12 @@ int ts_shifts_find_well(const ts_shifts *s, const char *well);
 int ts_shifts_find_tile(const ts_shifts *s, int w, const char *name);
 /* Adds a pair to well w; returns its index or -1. */
 int ts_shifts_add_pair(ts_shifts *s, int w, int a, int b, double dy, double dx, double conf);
+
+/* Adds an old-tool confidence entry to well w; returns its index or -1. */
+int ts_shifts_add_edge(ts_shifts *s, int w, int xa, int ya, int xb, int yb, double conf);
+/* Allocates well w's position array (NaN = unknown) if it is NULL; false on
+ * allocation failure. */
+bool ts_shifts_ensure_positions(ts_shifts *s, int w);
 
 /* Grid coordinates from a position name: XXXYYY (or YYYXXX when names_yx).
  * Returns false if the name is not 6 digits. */

@@ -1,0 +1,603 @@
+/* Reading the shifts YAML with libyaml's event parser: no document tree is
+ * built, each scalar goes straight into the model, so a 167k-tile file loads
+ * in about a second. Keys may come in any order (PyYAML sorts them), so
+ * everything that refers to pair indices (outliers, residuals) is applied at
+ * the end, and the tile order of the `tiles` key, when present, is restored
+ * at the end too. */
+#include "shifts/shifts.h"
+#include "shifts/shifts_internal.h"
+#include "shifts/name_index.h"
+#include "common/error.h"
+#include "common/fs.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+/* Values read for one well that refer to pair indices, applied at the end. */
+typedef struct pending {
+    int *outliers;
+    int noutliers, outlier_cap;
+    double (*residuals)[2];
+    int nresiduals, residual_cap;
+    bool has_residuals;
+    int *order; /* tile indices in the order of the `tiles` key */
+    int norder, order_cap;
+    bool has_order;
+} pending;
+
+typedef struct reader {
+    yaml_parser_t parser;
+    yaml_event_t ev; /* the current event */
+    bool have_event;
+    const char *path;
+    ts_error *err;
+    ts_shifts *s;
+    pending *pend; /* per well, grown with s->wells */
+    int pend_cap;
+} reader;
+
+static ts_status fail_at(reader *r, const char *fmt, ...) TS_PRINTF(2, 3);
+static ts_status fail_at(reader *r, const char *fmt, ...) {
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    unsigned long line = 0, col = 0;
+    if (r->have_event) {
+        line = (unsigned long)r->ev.start_mark.line + 1;
+        col = (unsigned long)r->ev.start_mark.column + 1;
+    }
+    return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu:%lu: %s", r->path, line, col, msg);
+}
+
+/* Moves to the next event. */
+static ts_status next(reader *r) {
+    if (r->have_event) yaml_event_delete(&r->ev);
+    r->have_event = false;
+    if (!yaml_parser_parse(&r->parser, &r->ev)) {
+        const yaml_mark_t *m = &r->parser.problem_mark;
+        return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu:%lu: malformed YAML: %s%s%s", r->path,
+                       (unsigned long)m->line + 1, (unsigned long)m->column + 1,
+                       r->parser.problem ? r->parser.problem : "syntax error",
+                       r->parser.context ? " " : "", r->parser.context ? r->parser.context : "");
+    }
+    r->have_event = true;
+    if (r->ev.type == YAML_ALIAS_EVENT) return fail_at(r, "YAML aliases are not supported in a shifts file");
+    return TS_OK;
+}
+
+static bool is(const reader *r, yaml_event_type_t t) { return r->ev.type == t; }
+
+static const char *scalar(const reader *r) { return (const char *)r->ev.data.scalar.value; }
+
+static bool scalar_is_null(const reader *r) {
+    if (!is(r, YAML_SCALAR_EVENT) || r->ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
+    const char *v = scalar(r);
+    return v[0] == '\0' || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
+}
+
+static ts_status expect(reader *r, yaml_event_type_t t, const char *what, const char *ctx) {
+    if (!is(r, t)) return fail_at(r, "%s: expected %s", ctx, what);
+    return next(r);
+}
+
+/* Skips the node starting at the current event. */
+static ts_status skip_node(reader *r) {
+    int depth = 0;
+    do {
+        if (is(r, YAML_SEQUENCE_START_EVENT) || is(r, YAML_MAPPING_START_EVENT)) depth++;
+        else if (is(r, YAML_SEQUENCE_END_EVENT) || is(r, YAML_MAPPING_END_EVENT)) depth--;
+        else if (is(r, YAML_STREAM_END_EVENT) || is(r, YAML_DOCUMENT_END_EVENT))
+            return fail_at(r, "unexpected end of document");
+        ts_status st = next(r);
+        if (st) return st;
+    } while (depth > 0);
+    return TS_OK;
+}
+
+/* Reads a finite number from the current scalar; ctx names the key. */
+static ts_status read_number(reader *r, const char *ctx, double *out) {
+    if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a number", ctx);
+    const char *v = scalar(r);
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end != '\0') {
+        const char *p = v + (*v == '-' || *v == '+');
+        if (strcasecmp(p, ".nan") == 0) return fail_at(r, "%s: value is NaN", ctx);
+        if (strcasecmp(p, ".inf") == 0) return fail_at(r, "%s: value is infinite", ctx);
+        return fail_at(r, "%s: '%.40s' is not a number", ctx, v);
+    }
+    if (isnan(d)) return fail_at(r, "%s: value is NaN", ctx);
+    if (!isfinite(d)) return fail_at(r, "%s: value '%.40s' is not finite", ctx, v);
+    *out = d;
+    return next(r);
+}
+
+static ts_status read_int(reader *r, const char *ctx, long lo, long hi, int *out) {
+    double d;
+    ts_status st = read_number(r, ctx, &d);
+    if (st) return st;
+    if (d != floor(d) || d < (double)lo || d > (double)hi)
+        return ts_fail(r->err, TS_ERR_FORMAT, "%s: %s: %g is not an integer in [%ld, %ld]", r->path, ctx, d, lo, hi);
+    *out = (int)d;
+    return TS_OK;
+}
+
+static ts_status read_bool(reader *r, const char *ctx, bool *out) {
+    if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected true or false", ctx);
+    const char *v = scalar(r);
+    if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1")) *out = true;
+    else if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcmp(v, "0")) *out = false;
+    else return fail_at(r, "%s: '%.40s' is not true or false", ctx, v);
+    return next(r);
+}
+
+/* [a, b] */
+static ts_status read_vec2(reader *r, const char *ctx, double out[2]) {
+    ts_status st = expect(r, YAML_SEQUENCE_START_EVENT, "a list [y, x]", ctx);
+    for (int i = 0; !st && i < 2; i++) {
+        if (is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers", ctx);
+        st = read_number(r, ctx, &out[i]);
+    }
+    if (st) return st;
+    if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers, got more", ctx);
+    return next(r);
+}
+
+static pending *pend_for(reader *r, int w) {
+    if (w >= r->pend_cap) {
+        int ncap = r->pend_cap ? r->pend_cap * 2 : 8;
+        while (ncap <= w) ncap *= 2;
+        pending *np = realloc(r->pend, (size_t)ncap * sizeof *np);
+        if (!np) return NULL;
+        memset(np + r->pend_cap, 0, (size_t)(ncap - r->pend_cap) * sizeof *np);
+        r->pend = np;
+        r->pend_cap = ncap;
+    }
+    return &r->pend[w];
+}
+
+static int add_well(reader *r, const char *name, size_t len) {
+    char well[64];
+    if (len == 0 || len >= sizeof r->s->wells[0].well) return -1;
+    memcpy(well, name, len);
+    well[len] = '\0';
+    int w = ts_shifts_add_well(r->s, well);
+    if (w >= 0 && !pend_for(r, w)) return -1;
+    return w;
+}
+
+/* A tile key "A/1/000000": well and tile split at the last '/'. With
+ * well_hint >= 0 a bare tile name is accepted and the well must match. */
+static ts_status tile_key(reader *r, const char *key, int well_hint, const char *ctx, int *w_out, int *t_out) {
+    const char *slash = strrchr(key, '/');
+    int w = well_hint;
+    const char *tile = key;
+    if (slash) {
+        size_t wl = (size_t)(slash - key);
+        if (well_hint >= 0) {
+            const char *hint = r->s->wells[well_hint].well;
+            if (strlen(hint) != wl || strncmp(hint, key, wl) != 0)
+                return fail_at(r, "%s: tile '%.80s' is not in well %s", ctx, key, hint);
+        } else {
+            /* Keys of one well come together: try the last well first. */
+            w = -1;
+            if (r->s->nwells > 0) {
+                const char *last = r->s->wells[r->s->nwells - 1].well;
+                if (strlen(last) == wl && strncmp(last, key, wl) == 0) w = r->s->nwells - 1;
+            }
+            if (w < 0) w = add_well(r, key, wl);
+            if (w < 0) return fail_at(r, "%s: bad well name in '%.80s'", ctx, key);
+        }
+        tile = slash + 1;
+    } else if (well_hint < 0) {
+        return fail_at(r, "%s: key '%.80s' is not WELL/POSITION (e.g. A/1/000000)", ctx, key);
+    }
+    int t = ts_shifts_add_tile_n(r->s, w, tile, strlen(tile));
+    if (t < 0) return fail_at(r, "%s: bad position name '%.80s'", ctx, key);
+    *w_out = w;
+    *t_out = t;
+    return TS_OK;
+}
+
+/* total_translation / positions: KEY: [y, x] */
+static ts_status read_tile_vectors(reader *r, const char *section, bool origins) {
+    if (scalar_is_null(r)) return next(r);
+    ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL/POSITION: [y, x]", section);
+    while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a WELL/POSITION key", section);
+        char key[128], ctx[160];
+        snprintf(key, sizeof key, "%s", scalar(r));
+        snprintf(ctx, sizeof ctx, "%s %s", section, key);
+        int w, t;
+        if ((st = tile_key(r, key, -1, ctx, &w, &t)) || (st = next(r))) return st;
+        double v[2];
+        if ((st = read_vec2(r, ctx, v))) return st;
+        ts_well_shifts *ws = &r->s->wells[w];
+        if (origins) {
+            if (fabs(v[0]) > 1e15 || fabs(v[1]) > 1e15) return fail_at(r, "%s: absurd origin", ctx);
+            ws->origin[t][0] = llround(v[0]);
+            ws->origin[t][1] = llround(v[1]);
+            ws->has_origin[t] = true;
+        } else {
+            if (!ts_shifts_ensure_positions(r->s, w)) return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+            ws->position[t][0] = v[0];
+            ws->position[t][1] = v[1];
+        }
+    }
+    return st ? st : next(r);
+}
+
+/* A grid reference in a confidence entry: [x, y], or a position name. */
+static ts_status read_grid_ref(reader *r, const char *ctx, int *x, int *y) {
+    if (is(r, YAML_SCALAR_EVENT)) {
+        const char *name = strrchr(scalar(r), '/');
+        name = name ? name + 1 : scalar(r);
+        if (!ts_position_grid(name, r->s->names_yx, x, y))
+            return fail_at(r, "%s: '%.40s' is not a grid position", ctx, scalar(r));
+        return next(r);
+    }
+    double v[2];
+    ts_status st = read_vec2(r, ctx, v);
+    if (st) return st;
+    *x = (int)v[0];
+    *y = (int)v[1];
+    return TS_OK;
+}
+
+/* confidence: WELL: {ID: [[xa, ya], [xb, yb], c]} */
+static ts_status read_confidence(reader *r) {
+    if (scalar_is_null(r)) return next(r);
+    ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: {id: [...]}", "confidence");
+    while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "confidence: expected a well name");
+        int w = add_well(r, scalar(r), strlen(scalar(r)));
+        if (w < 0) return fail_at(r, "confidence: bad well name '%.40s'", scalar(r));
+        if ((st = next(r))) return st;
+        if (scalar_is_null(r)) {
+            st = next(r);
+            continue;
+        }
+        if ((st = expect(r, YAML_MAPPING_START_EVENT, "a mapping id: [[xa, ya], [xb, yb], c]", "confidence")))
+            return st;
+        while (!is(r, YAML_MAPPING_END_EVENT)) {
+            char ctx[160];
+            snprintf(ctx, sizeof ctx, "confidence %s '%.40s'", r->s->wells[w].well,
+                     is(r, YAML_SCALAR_EVENT) ? scalar(r) : "?");
+            if ((st = next(r))) return st;
+            int xa, ya, xb, yb;
+            double c;
+            if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "[[xa, ya], [xb, yb], c]", ctx)) ||
+                (st = read_grid_ref(r, ctx, &xa, &ya)) || (st = read_grid_ref(r, ctx, &xb, &yb)) ||
+                (st = read_number(r, ctx, &c)))
+                return st;
+            if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected [[xa, ya], [xb, yb], c]", ctx);
+            if ((st = next(r))) return st;
+            if (ts_shifts_add_edge(r->s, w, xa, ya, xb, yb, c) < 0)
+                return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+        }
+        st = next(r);
+    }
+    return st ? st : next(r);
+}
+
+/* tiles: WELL: [name, ...] */
+static ts_status read_tiles(reader *r) {
+    if (scalar_is_null(r)) return next(r);
+    ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [positions]", "tiles");
+    while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "tiles: expected a well name");
+        int w = add_well(r, scalar(r), strlen(scalar(r)));
+        if (w < 0) return fail_at(r, "tiles: bad well name '%.40s'", scalar(r));
+        pending *pd = &r->pend[w];
+        pd->has_order = true;
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "tiles %s", r->s->wells[w].well);
+        if ((st = next(r))) return st;
+        if (scalar_is_null(r)) {
+            st = next(r);
+            continue;
+        }
+        if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list of position names", ctx))) return st;
+        while (!is(r, YAML_SEQUENCE_END_EVENT)) {
+            if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a position name", ctx);
+            int t = ts_shifts_add_tile_n(r->s, w, scalar(r), strlen(scalar(r)));
+            if (t < 0) return fail_at(r, "%s: bad position name '%.40s'", ctx, scalar(r));
+            if (pd->norder >= pd->order_cap) {
+                int ncap = pd->order_cap ? pd->order_cap * 2 : 64;
+                int *no = realloc(pd->order, (size_t)ncap * sizeof *no);
+                if (!no) return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+                pd->order = no;
+                pd->order_cap = ncap;
+            }
+            pd->order[pd->norder++] = t;
+            if ((st = next(r))) return st;
+        }
+        st = next(r);
+    }
+    return st ? st : next(r);
+}
+
+/* pairs: WELL: [[a, b, dy, dx, c], ...] */
+static ts_status read_pairs(reader *r) {
+    if (scalar_is_null(r)) return next(r);
+    ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [[a, b, dy, dx, c], ...]", "pairs");
+    while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "pairs: expected a well name");
+        int w = add_well(r, scalar(r), strlen(scalar(r)));
+        if (w < 0) return fail_at(r, "pairs: bad well name '%.40s'", scalar(r));
+        if ((st = next(r))) return st;
+        if (scalar_is_null(r)) {
+            st = next(r);
+            continue;
+        }
+        char ctx[200];
+        snprintf(ctx, sizeof ctx, "pairs %s", r->s->wells[w].well);
+        if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list of [a, b, dy, dx, c]", ctx))) return st;
+        int index = 0;
+        while (!is(r, YAML_SEQUENCE_END_EVENT)) {
+            snprintf(ctx, sizeof ctx, "pairs %s [%d]", r->s->wells[w].well, index);
+            if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "[a, b, dy, dx, c]", ctx))) return st;
+            int t[2], wt;
+            for (int k = 0; k < 2; k++) {
+                if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a tile name", ctx);
+                char key[128];
+                snprintf(key, sizeof key, "%s", scalar(r));
+                if ((st = tile_key(r, key, w, ctx, &wt, &t[k])) || (st = next(r))) return st;
+            }
+            snprintf(ctx, sizeof ctx, "pairs %s [%d] (%s -> %s)", r->s->wells[w].well, index,
+                     r->s->wells[w].tiles[t[0]], r->s->wells[w].tiles[t[1]]);
+            double dy, dx, c = 1.0;
+            if ((st = read_number(r, ctx, &dy)) || (st = read_number(r, ctx, &dx))) return st;
+            if (!is(r, YAML_SEQUENCE_END_EVENT) && (st = read_number(r, ctx, &c))) return st;
+            if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected [a, b, dy, dx, c]", ctx);
+            if ((st = next(r))) return st;
+            if (ts_shifts_add_pair(r->s, w, t[0], t[1], dy, dx, c) < 0)
+                return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+            index++;
+        }
+        st = next(r);
+    }
+    return st ? st : next(r);
+}
+
+/* outliers: WELL: [i, ...]   residuals: WELL: [[ry, rx] | null, ...] */
+static ts_status read_per_pair(reader *r, const char *section, bool residuals) {
+    if (scalar_is_null(r)) return next(r);
+    ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [...]", section);
+    while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a well name", section);
+        int w = add_well(r, scalar(r), strlen(scalar(r)));
+        if (w < 0) return fail_at(r, "%s: bad well name '%.40s'", section, scalar(r));
+        pending *pd = &r->pend[w];
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "%s %s", section, r->s->wells[w].well);
+        if ((st = next(r))) return st;
+        if (scalar_is_null(r)) {
+            st = next(r);
+            continue;
+        }
+        if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list", ctx))) return st;
+        pd->has_residuals |= residuals;
+        while (!is(r, YAML_SEQUENCE_END_EVENT)) {
+            if (residuals) {
+                double v[2] = {NAN, NAN};
+                if (scalar_is_null(r)) st = next(r);
+                else st = read_vec2(r, ctx, v);
+                if (st) return st;
+                if (pd->nresiduals >= pd->residual_cap) {
+                    int ncap = pd->residual_cap ? pd->residual_cap * 2 : 64;
+                    void *np = realloc(pd->residuals, (size_t)ncap * sizeof *pd->residuals);
+                    if (!np) return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+                    pd->residuals = np;
+                    pd->residual_cap = ncap;
+                }
+                pd->residuals[pd->nresiduals][0] = v[0];
+                pd->residuals[pd->nresiduals][1] = v[1];
+                pd->nresiduals++;
+            } else {
+                int i;
+                if ((st = read_int(r, ctx, 0, 2000000000L, &i))) return st;
+                if (pd->noutliers >= pd->outlier_cap) {
+                    int ncap = pd->outlier_cap ? pd->outlier_cap * 2 : 64;
+                    int *np = realloc(pd->outliers, (size_t)ncap * sizeof *np);
+                    if (!np) return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+                    pd->outliers = np;
+                    pd->outlier_cap = ncap;
+                }
+                pd->outliers[pd->noutliers++] = i;
+            }
+        }
+        st = next(r);
+    }
+    return st ? st : next(r);
+}
+
+static ts_status read_orientation(reader *r) {
+    ts_status st = expect(r, YAML_MAPPING_START_EVENT, "{flipud: ..., fliplr: ..., rot90: ...}", "orientation");
+    r->s->has_orientation = true;
+    while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "orientation: expected a key");
+        char key[32];
+        snprintf(key, sizeof key, "%s", scalar(r));
+        if ((st = next(r))) return st;
+        if (!strcmp(key, "flipud")) st = read_bool(r, "orientation flipud", &r->s->orientation.flipud);
+        else if (!strcmp(key, "fliplr")) st = read_bool(r, "orientation fliplr", &r->s->orientation.fliplr);
+        else if (!strcmp(key, "rot90")) st = read_int(r, "orientation rot90", 0, 3, &r->s->orientation.rot90);
+        else st = skip_node(r);
+    }
+    return st ? st : next(r);
+}
+
+static ts_status read_tile_shape(reader *r) {
+    ts_status st = expect(r, YAML_SEQUENCE_START_EVENT, "[H, W]", "tile_shape");
+    for (int i = 0; !st && i < 2; i++) {
+        if (is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "tile_shape: expected [H, W]");
+        st = read_int(r, "tile_shape", 1, 1000000000L, &r->s->tile_shape[i]);
+    }
+    if (st) return st;
+    if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "tile_shape: expected [H, W]");
+    r->s->has_tile_shape = true;
+    return next(r);
+}
+
+static ts_status read_root(reader *r, bool *has_translation) {
+    ts_status st;
+    if ((st = next(r))) return st;
+    if ((st = expect(r, YAML_STREAM_START_EVENT, "a YAML stream", "file"))) return st;
+    if (is(r, YAML_STREAM_END_EVENT)) return fail_at(r, "empty file: no total_translation");
+    if ((st = expect(r, YAML_DOCUMENT_START_EVENT, "a YAML document", "file"))) return st;
+    if ((st = expect(r, YAML_MAPPING_START_EVENT, "a mapping with total_translation", "top level"))) return st;
+    while (!is(r, YAML_MAPPING_END_EVENT)) {
+        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "top level: expected a key");
+        char key[64];
+        snprintf(key, sizeof key, "%s", scalar(r));
+        if ((st = next(r))) return st;
+        if (!strcmp(key, "total_translation")) {
+            *has_translation = true;
+            st = read_tile_vectors(r, "total_translation", true);
+        } else if (!strcmp(key, "positions")) st = read_tile_vectors(r, "positions", false);
+        else if (!strcmp(key, "confidence")) st = read_confidence(r);
+        else if (!strcmp(key, "tiles")) st = read_tiles(r);
+        else if (!strcmp(key, "pairs")) st = read_pairs(r);
+        else if (!strcmp(key, "outliers")) st = read_per_pair(r, "outliers", false);
+        else if (!strcmp(key, "residuals")) st = read_per_pair(r, "residuals", true);
+        else if (!strcmp(key, "tile_shape")) st = read_tile_shape(r);
+        else if (!strcmp(key, "orientation")) st = read_orientation(r);
+        else if (!strcmp(key, "names_yx")) st = read_bool(r, "names_yx", &r->s->names_yx);
+        else st = skip_node(r);
+        if (st) return st;
+    }
+    if ((st = next(r))) return st;
+    if ((st = expect(r, YAML_DOCUMENT_END_EVENT, "the end of the document", "file"))) return st;
+    if (!is(r, YAML_STREAM_END_EVENT)) return fail_at(r, "more than one YAML document in a shifts file");
+    return TS_OK;
+}
+
+/* Puts a well's tiles in the order of its `tiles` list (others after). */
+static ts_status restore_order(reader *r, int wi, const pending *pd) {
+    ts_well_shifts *w = &r->s->wells[wi];
+    int n = w->ntiles;
+    int *newpos = malloc((size_t)(n ? n : 1) * sizeof *newpos);
+    int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    char (*tiles)[32] = malloc((size_t)(n ? n : 1) * sizeof *tiles);
+    int64_t (*origin)[2] = malloc((size_t)(n ? n : 1) * sizeof *origin);
+    bool *has = malloc((size_t)(n ? n : 1) * sizeof *has);
+    double (*pos)[2] = w->position ? malloc((size_t)(n ? n : 1) * sizeof *pos) : NULL;
+    ts_status st = TS_OK;
+    if (!newpos || !order || !tiles || !origin || !has || (w->position && !pos)) {
+        st = ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) newpos[i] = -1;
+    int k = 0;
+    for (int i = 0; i < pd->norder; i++)
+        if (newpos[pd->order[i]] < 0) newpos[pd->order[i]] = k, order[k++] = pd->order[i];
+    for (int i = 0; i < n; i++)
+        if (newpos[i] < 0) newpos[i] = k, order[k++] = i;
+    for (int i = 0; i < n; i++) {
+        memcpy(tiles[i], w->tiles[order[i]], sizeof tiles[i]);
+        origin[i][0] = w->origin[order[i]][0];
+        origin[i][1] = w->origin[order[i]][1];
+        has[i] = w->has_origin[order[i]];
+        if (pos) pos[i][0] = w->position[order[i]][0], pos[i][1] = w->position[order[i]][1];
+    }
+    memcpy(w->tiles, tiles, (size_t)n * sizeof *tiles);
+    memcpy(w->origin, origin, (size_t)n * sizeof *origin);
+    memcpy(w->has_origin, has, (size_t)n * sizeof *has);
+    if (pos) memcpy(w->position, pos, (size_t)n * sizeof *pos);
+    for (int i = 0; i < w->npairs; i++) {
+        w->pairs[i].a = newpos[w->pairs[i].a];
+        w->pairs[i].b = newpos[w->pairs[i].b];
+    }
+    /* Rebuild the name index for the new order. */
+    ts_name_index_free(w->index);
+    w->index = ts_name_index_new();
+    for (int i = 0; w->index && i < n; i++)
+        if (!ts_name_index_add(w->index, (const char (*)[32])w->tiles, i)) {
+            ts_name_index_free(w->index);
+            w->index = NULL;
+            break;
+        }
+done:
+    free(newpos);
+    free(order);
+    free(tiles);
+    free(origin);
+    free(has);
+    free(pos);
+    return st;
+}
+
+static ts_status apply_pending(reader *r) {
+    for (int wi = 0; wi < r->s->nwells; wi++) {
+        ts_well_shifts *w = &r->s->wells[wi];
+        const pending *pd = &r->pend[wi];
+        for (int i = 0; i < pd->noutliers; i++) {
+            if (pd->outliers[i] >= w->npairs)
+                return ts_fail(r->err, TS_ERR_FORMAT, "%s: outliers %s: pair index %d out of range (%d pairs)",
+                               r->path, w->well, pd->outliers[i], w->npairs);
+            w->pairs[pd->outliers[i]].outlier = true;
+        }
+        if (pd->has_residuals && pd->nresiduals != w->npairs)
+            return ts_fail(r->err, TS_ERR_FORMAT, "%s: residuals %s: %d entries for %d pairs", r->path, w->well,
+                           pd->nresiduals, w->npairs);
+        for (int i = 0; i < pd->nresiduals; i++) {
+            w->pairs[i].ry = pd->residuals[i][0];
+            w->pairs[i].rx = pd->residuals[i][1];
+        }
+        /* Old-tool confidence entries are only kept when there are no pairs
+         * (with pairs, confidence is derived from them). */
+        if (w->npairs > 0) w->nedges = 0;
+        if (pd->has_order) {
+            ts_status st = restore_order(r, wi, pd);
+            if (st) return st;
+        }
+    }
+    return TS_OK;
+}
+
+ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    reader r = {.path = path, .err = err};
+    r.s = ts_shifts_new();
+    if (!r.s || !yaml_parser_initialize(&r.parser)) {
+        fclose(f);
+        ts_shifts_free(r.s);
+        return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
+    }
+    /* A large stdio buffer: libyaml reads in small pieces. */
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    yaml_parser_set_input_file(&r.parser, f);
+    bool has_translation = false;
+    ts_status st = read_root(&r, &has_translation);
+    if (!st && !has_translation)
+        st = ts_fail(err, TS_ERR_FORMAT, "%s: no total_translation key (not a shifts file?)", path);
+    if (!st) st = apply_pending(&r);
+    if (r.have_event) yaml_event_delete(&r.ev);
+    yaml_parser_delete(&r.parser);
+    if (ferror(f) && !st) st = ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
+    fclose(f);
+    for (int i = 0; i < r.pend_cap; i++) {
+        free(r.pend[i].outliers);
+        free(r.pend[i].residuals);
+        free(r.pend[i].order);
+    }
+    free(r.pend);
+    if (st) {
+        ts_shifts_free(r.s);
+        return st;
+    }
+    *out = r.s;
+    return TS_OK;
+}

@@ -1,0 +1,337 @@
+/* Writing the shifts YAML. A hand-formatted writer (the output is a fixed,
+ * simple layout, and 167k tiles must not take longer to write than to read)
+ * into one buffer, then one atomic write. Scalars are quoted whenever a YAML
+ * 1.1 reader (PyYAML) could take them for anything but a string, and floats
+ * always carry a '.' or an exponent with a sign so they resolve as floats. */
+#include "shifts/shifts.h"
+#include "common/error.h"
+#include "common/fs.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct out_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} out_buf;
+
+static bool reserve(out_buf *b, size_t extra) {
+    if (b->failed) return false;
+    if (b->len + extra + 1 <= b->cap) return true;
+    size_t ncap = b->cap ? b->cap : 1 << 16;
+    while (ncap < b->len + extra + 1) ncap *= 2;
+    char *nd = realloc(b->data, ncap);
+    if (!nd) {
+        b->failed = true;
+        return false;
+    }
+    b->data = nd;
+    b->cap = ncap;
+    return true;
+}
+
+static void put(out_buf *b, const char *s, size_t n) {
+    if (!reserve(b, n)) return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+}
+
+static void puts_(out_buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void putf(out_buf *b, const char *fmt, ...) TS_PRINTF(2, 3);
+static void putf(out_buf *b, const char *fmt, ...) {
+    if (!reserve(b, 256)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->failed = true;
+        return;
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        if (!reserve(b, (size_t)n)) return;
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+/* Shortest of %.15g..%.17g that reads back exactly, made a YAML float. */
+static void put_double(out_buf *b, double v) {
+    char s[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, v);
+        if (strtod(s, NULL) == v) break;
+    }
+    /* "-0" -> "0"; "1e-05" -> "1.0e-05"; "12" stays an int (same value). */
+    if (strcmp(s, "-0") == 0) strcpy(s, "0");
+    char *e = strchr(s, 'e');
+    if (e && !strchr(s, '.')) {
+        char tail[40];
+        strcpy(tail, e);
+        snprintf(e, sizeof s - (size_t)(e - s), ".0%s", tail);
+    }
+    puts_(b, s);
+}
+
+static bool plain_safe(const char *s) {
+    /* Plain only for names like A/1 or A/1/000000: a letter first (so never a
+     * number) and not one of YAML 1.1's booleans / nulls. */
+    static const char *const WORDS[] = {"y", "Y", "n", "N", "yes", "Yes", "YES", "no", "No", "NO",
+                                        "true", "True", "TRUE", "false", "False", "FALSE",
+                                        "on", "On", "ON", "off", "Off", "OFF", "null", "Null",
+                                        "NULL"};
+    if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return false;
+    for (const char *p = s; *p; p++) {
+        char c = *p;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '/' ||
+              c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    for (size_t i = 0; i < sizeof WORDS / sizeof WORDS[0]; i++)
+        if (strcmp(s, WORDS[i]) == 0) return false;
+    return true;
+}
+
+static void put_name(out_buf *b, const char *s) {
+    if (plain_safe(s)) {
+        puts_(b, s);
+        return;
+    }
+    put(b, "'", 1);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') put(b, "'", 1);
+        put(b, p, 1);
+    }
+    put(b, "'", 1);
+}
+
+/* "A/1" + "/" + "000000" as one name. */
+static void put_key(out_buf *b, const char *well, const char *tile) {
+    char key[80];
+    snprintf(key, sizeof key, "%s/%s", well, tile);
+    put_name(b, key);
+}
+
+static void write_translation(out_buf *b, const ts_shifts *s) {
+    puts_(b, "total_translation:");
+    bool any = false;
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        for (int t = 0; t < w->ntiles; t++) {
+            if (!w->has_origin[t]) continue;
+            puts_(b, any ? "\n  " : "\n  ");
+            any = true;
+            put_key(b, w->well, w->tiles[t]);
+            putf(b, ": [%" PRId64 ", %" PRId64 "]", w->origin[t][0], w->origin[t][1]);
+        }
+    }
+    puts_(b, any ? "\n" : " {}\n");
+}
+
+static void write_confidence(out_buf *b, const ts_shifts *s) {
+    bool any = false;
+    for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].npairs > 0 || s->wells[wi].nedges > 0;
+    if (!any) return;
+    puts_(b, "confidence:\n");
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        if (w->npairs == 0 && w->nedges == 0) continue;
+        puts_(b, "  ");
+        put_name(b, w->well);
+        puts_(b, ":");
+        int written = 0;
+        if (w->npairs > 0) {
+            /* Edge id = pair index, tiles as grid [x, y], as the old tool did. */
+            for (int i = 0; i < w->npairs; i++) {
+                const ts_shift_pair *p = &w->pairs[i];
+                int xa, ya, xb, yb;
+                if (p->a < 0 || p->a >= w->ntiles || p->b < 0 || p->b >= w->ntiles ||
+                    !ts_position_grid(w->tiles[p->a], s->names_yx, &xa, &ya) ||
+                    !ts_position_grid(w->tiles[p->b], s->names_yx, &xb, &yb))
+                    continue;
+                putf(b, "\n    '%d': [[%d, %d], [%d, %d], ", i, xa, ya, xb, yb);
+                put_double(b, p->confidence);
+                puts_(b, "]");
+                written++;
+            }
+        } else {
+            for (int i = 0; i < w->nedges; i++) {
+                const ts_shift_edge *e = &w->edges[i];
+                putf(b, "\n    '%d': [[%d, %d], [%d, %d], ", i, e->xa, e->ya, e->xb, e->yb);
+                put_double(b, e->confidence);
+                puts_(b, "]");
+                written++;
+            }
+        }
+        puts_(b, written ? "\n" : " {}\n");
+    }
+}
+
+static void write_layout(out_buf *b, const ts_shifts *s) {
+    if (s->has_tile_shape) putf(b, "tile_shape: [%d, %d]\n", s->tile_shape[0], s->tile_shape[1]);
+    if (s->has_orientation)
+        putf(b, "orientation: {flipud: %s, fliplr: %s, rot90: %d}\n", s->orientation.flipud ? "true" : "false",
+             s->orientation.fliplr ? "true" : "false", s->orientation.rot90);
+    putf(b, "names_yx: %s\n", s->names_yx ? "true" : "false");
+}
+
+static void write_tiles(out_buf *b, const ts_shifts *s) {
+    if (s->nwells == 0) return;
+    puts_(b, "tiles:\n");
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        puts_(b, "  ");
+        put_name(b, w->well);
+        puts_(b, ": [");
+        for (int t = 0; t < w->ntiles; t++) {
+            /* Break the flow list every 8 names to keep lines short. */
+            if (t) puts_(b, t % 8 ? ", " : ",\n    ");
+            put_name(b, w->tiles[t]);
+        }
+        puts_(b, "]\n");
+    }
+}
+
+static void write_pairs(out_buf *b, const ts_shifts *s) {
+    bool any = false;
+    for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].npairs > 0;
+    if (!any) return;
+    puts_(b, "pairs:\n");
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        if (w->npairs == 0) continue;
+        puts_(b, "  ");
+        put_name(b, w->well);
+        puts_(b, ":\n");
+        for (int i = 0; i < w->npairs; i++) {
+            const ts_shift_pair *p = &w->pairs[i];
+            puts_(b, "  - [");
+            put_key(b, w->well, w->tiles[p->a]);
+            puts_(b, ", ");
+            put_key(b, w->well, w->tiles[p->b]);
+            puts_(b, ", ");
+            put_double(b, p->dy);
+            puts_(b, ", ");
+            put_double(b, p->dx);
+            puts_(b, ", ");
+            put_double(b, p->confidence);
+            puts_(b, "]\n");
+        }
+    }
+}
+
+static void write_positions(out_buf *b, const ts_shifts *s) {
+    bool any = false;
+    for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].position != NULL;
+    if (!any) return;
+    puts_(b, "positions:\n");
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        if (!w->position) continue;
+        for (int t = 0; t < w->ntiles; t++) {
+            if (!isfinite(w->position[t][0]) || !isfinite(w->position[t][1])) continue;
+            puts_(b, "  ");
+            put_key(b, w->well, w->tiles[t]);
+            puts_(b, ": [");
+            put_double(b, w->position[t][0]);
+            puts_(b, ", ");
+            put_double(b, w->position[t][1]);
+            puts_(b, "]\n");
+        }
+    }
+}
+
+static void write_residuals(out_buf *b, const ts_shifts *s) {
+    bool any = false;
+    for (int wi = 0; wi < s->nwells; wi++)
+        for (int i = 0; i < s->wells[wi].npairs && !any; i++)
+            any = isfinite(s->wells[wi].pairs[i].ry) && isfinite(s->wells[wi].pairs[i].rx);
+    if (!any) return;
+    puts_(b, "residuals:\n");
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        if (w->npairs == 0) continue;
+        puts_(b, "  ");
+        put_name(b, w->well);
+        puts_(b, ":\n");
+        /* One entry per pair (index = pair index); unknown residuals are
+         * written as null. */
+        for (int i = 0; i < w->npairs; i++) {
+            const ts_shift_pair *p = &w->pairs[i];
+            if (!isfinite(p->ry) || !isfinite(p->rx)) {
+                puts_(b, "  - null\n");
+                continue;
+            }
+            puts_(b, "  - [");
+            put_double(b, p->ry);
+            puts_(b, ", ");
+            put_double(b, p->rx);
+            puts_(b, "]\n");
+        }
+    }
+}
+
+static void write_outliers(out_buf *b, const ts_shifts *s) {
+    bool any = false;
+    for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].npairs > 0;
+    if (!any) return;
+    puts_(b, "outliers:\n");
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        if (w->npairs == 0) continue;
+        puts_(b, "  ");
+        put_name(b, w->well);
+        puts_(b, ": [");
+        int n = 0;
+        for (int i = 0; i < w->npairs; i++)
+            if (w->pairs[i].outlier) putf(b, n++ ? ", %d" : "%d", i);
+        puts_(b, "]\n");
+    }
+}
+
+static ts_status check_model(const char *path, const ts_shifts *s, ts_error *err) {
+    for (int wi = 0; wi < s->nwells; wi++) {
+        const ts_well_shifts *w = &s->wells[wi];
+        for (int i = 0; i < w->npairs; i++) {
+            const ts_shift_pair *p = &w->pairs[i];
+            if (p->a < 0 || p->a >= w->ntiles || p->b < 0 || p->b >= w->ntiles)
+                return ts_fail(err, TS_ERR_INTERNAL, "writing '%s': pair %d of well %s names tile %d/%d of %d",
+                               path, i, w->well, p->a, p->b, w->ntiles);
+            if (!isfinite(p->dy) || !isfinite(p->dx) || !isfinite(p->confidence))
+                return ts_fail(err, TS_ERR_NUMERIC, "writing '%s': pair %d (%s/%s -> %s/%s) has a non-finite value",
+                               path, i, w->well, w->tiles[p->a], w->well, w->tiles[p->b]);
+        }
+    }
+    return TS_OK;
+}
+
+ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err) {
+    ts_status st = check_model(path, s, err);
+    if (st) return st;
+    out_buf b = {0};
+    puts_(&b, "# tessera shifts: integer tile origins [y, x] (min over a well = 0) and the\n"
+              "# pairwise measurements they were solved from.\n");
+    write_translation(&b, s);
+    write_confidence(&b, s);
+    write_layout(&b, s);
+    write_tiles(&b, s);
+    write_pairs(&b, s);
+    write_positions(&b, s);
+    write_residuals(&b, s);
+    write_outliers(&b, s);
+    if (b.failed) {
+        free(b.data);
+        return ts_fail(err, TS_ERR_NOMEM, "writing '%s': out of memory", path);
+    }
+    st = ts_write_file_atomic(path, b.data, b.len, err);
+    free(b.data);
+    return st;
+}
