@@ -112,6 +112,8 @@ typedef struct ts_simulate_options {
     bool names_yx;            /* name positions YYYXXX instead of XXXYYY */
     double pixel_size_um;     /* physical scale of Y and X, default 0.65 */
     int threads;              /* 0 = all cores */
+    double vignetting;        /* fraction of light lost in the tile corners, default 0.15 */
+    double background;        /* camera offset, grey levels, default 100 */
 } ts_simulate_options;
 
 void ts_simulate_options_init(ts_simulate_options *opt);
