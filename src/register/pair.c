@@ -1,0 +1,82 @@
+/* Tile pairs: which strips of two neighbouring tiles are correlated, and how
+ * the strip shift turns into the tiles' relative origin. */
+#include "register/register.h"
+
+#include <math.h>
+
+#include "common/error.h"
+
+static bool smooth_2357(int n) {
+    static const int primes[] = {2, 3, 5, 7};
+    for (int i = 0; i < 4; i++)
+        while (n % primes[i] == 0) n /= primes[i];
+    return n == 1;
+}
+
+/* Largest 2,3,5,7-smooth length <= n (FFTW is fastest on those). */
+static int smooth_below(int n) {
+    while (n > 1 && !smooth_2357(n)) n--;
+    return n;
+}
+
+/* Smallest smooth length >= n if it fits in limit, else the largest below limit. */
+static int smooth_near(int n, int limit) {
+    for (int m = n; m <= limit; m++)
+        if (smooth_2357(m)) return m;
+    return smooth_below(limit);
+}
+
+ts_status ts_strip_geometry_for(ts_pair_dir dir, int h, int w, int overlap,
+                                const ts_register_options *opt, ts_strip_geometry *g,
+                                ts_error *err) {
+    int depth_limit = dir == TS_PAIR_RIGHT ? w : h;
+    if (overlap <= 0 || overlap >= depth_limit)
+        return ts_fail(err, TS_ERR_ARG, "overlap %d px is not inside the tile %s (%d px)", overlap,
+                       dir == TS_PAIR_RIGHT ? "width" : "height", depth_limit);
+    double margin = opt && opt->strip_margin >= 1.0 ? opt->strip_margin : 1.0;
+    int want = (int)lround(overlap * margin);
+    if (want < overlap) want = overlap;
+    if (want > depth_limit) want = depth_limit;
+    int depth = smooth_near(want, depth_limit);
+    if (depth < 4)
+        return ts_fail(err, TS_ERR_ARG, "overlap %d px gives a strip too thin to register", overlap);
+    if (dir == TS_PAIR_RIGHT) {
+        /* Right columns of a against left columns of b, full height (centred
+         * crop to a smooth length). */
+        g->sw = depth;
+        g->sh = smooth_below(h);
+        g->a_y0 = g->b_y0 = (h - g->sh) / 2;
+        g->a_x0 = w - depth;
+        g->b_x0 = 0;
+        g->off_dy = 0;
+        g->off_dx = w - depth;
+        g->prior_dy = 0;
+        g->prior_dx = depth - overlap;
+    } else {
+        g->sh = depth;
+        g->sw = smooth_below(w);
+        g->a_x0 = g->b_x0 = (w - g->sw) / 2;
+        g->a_y0 = h - depth;
+        g->b_y0 = 0;
+        g->off_dy = h - depth;
+        g->off_dx = 0;
+        g->prior_dy = depth - overlap;
+        g->prior_dx = 0;
+    }
+    return TS_OK;
+}
+
+ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a,
+                           const float *b, int w, ts_register_result *res, ts_error *err) {
+    if (ts_registrar_height(r) != g->sh || ts_registrar_width(r) != g->sw)
+        return ts_fail(err, TS_ERR_INTERNAL, "registrar is %dx%d but the strips are %dx%d",
+                       ts_registrar_height(r), ts_registrar_width(r), g->sh, g->sw);
+    const float *sa = a + (size_t)g->a_y0 * (size_t)w + (size_t)g->a_x0;
+    const float *sb = b + (size_t)g->b_y0 * (size_t)w + (size_t)g->b_x0;
+    ts_status st = ts_register_strips(r, sa, (size_t)w, sb, (size_t)w, g->prior_dy, g->prior_dx,
+                                      res, err);
+    if (st) return st;
+    res->dy += g->off_dy;
+    res->dx += g->off_dx;
+    return TS_OK;
+}

@@ -1,0 +1,536 @@
+/* Phase correlation of two overlap strips, with candidate-peak
+ * disambiguation by normalised cross-correlation of the overlap. */
+#include "register/register.h"
+
+#include <fftw3.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+/* FFTW's planner keeps global state and is not thread-safe; plan creation and
+ * destruction go through this lock. Plan execution needs no lock. */
+static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define MAX_CANDIDATES 32
+
+struct ts_registrar {
+    int h, w, wc; /* wc = w / 2 + 1 complex columns */
+    ts_register_options opt;
+    float *fa, *fb, *tmp;  /* pre-filtered strips and scratch, h * w */
+    float *gy, *gx;        /* gradient of fa, for the sub-pixel refinement */
+    float *real;           /* FFT input / correlation surface (fftwf_malloc) */
+    fftwf_complex *A, *B;  /* spectra, h * wc */
+    float *win_y, *win_x;  /* separable apodisation window */
+    float *gauss_y, *gauss_x; /* separable spectral Gaussian */
+    fftwf_plan forward, inverse;
+};
+
+void ts_register_options_init(ts_register_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->clahe = false;
+    opt->clahe_tiles = 8;
+    opt->clahe_clip = 0.01;
+    opt->log_compress = false;
+    opt->denoise_sigma = 1.0;
+    opt->sobel = false;
+    opt->window = TS_WINDOW_TUKEY;
+    opt->tukey_alpha = 0.5;
+    opt->spectral_sigma = 1.0;
+    opt->candidates = 6;
+    opt->min_overlap = 0.25;
+    opt->strip_margin = 1.25;
+}
+
+static void make_window(float *win, int n, ts_window kind, double alpha) {
+    if (kind == TS_WINDOW_HANN) alpha = 1.0;
+    if (kind == TS_WINDOW_NONE || n < 3 || !(alpha > 0)) {
+        for (int i = 0; i < n; i++) win[i] = 1.0f;
+        return;
+    }
+    if (alpha > 1) alpha = 1;
+    double taper = alpha * (double)(n - 1) / 2.0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)(i < n - 1 - i ? i : n - 1 - i); /* distance to the nearer end */
+        win[i] = d >= taper ? 1.0f : (float)(0.5 * (1.0 - cos(M_PI * d / taper)));
+    }
+}
+
+/* exp(-2 pi^2 sigma^2 f^2) for the FFT frequencies of an n-point axis, f in cycles/px. */
+static void make_spectral_gauss(float *g, int count, int n, double sigma) {
+    for (int k = 0; k < count; k++) {
+        double f = (double)(k <= n / 2 ? k : k - n) / (double)n;
+        g[k] = sigma > 0 ? (float)exp(-2.0 * M_PI * M_PI * sigma * sigma * f * f) : 1.0f;
+    }
+}
+
+ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_registrar **out,
+                              ts_error *err) {
+    *out = NULL;
+    if (h < 4 || w < 4)
+        return ts_fail(err, TS_ERR_ARG, "registration strip %dx%d is too small (need at least 4x4)", h, w);
+    ts_registrar *r = calloc(1, sizeof *r);
+    if (!r) return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d registrar", h, w);
+    r->h = h;
+    r->w = w;
+    r->wc = w / 2 + 1;
+    if (opt) r->opt = *opt;
+    else ts_register_options_init(&r->opt);
+    size_t n = (size_t)h * (size_t)w, nc = (size_t)h * (size_t)r->wc;
+    r->fa = malloc(n * sizeof(float));
+    r->fb = malloc(n * sizeof(float));
+    r->tmp = malloc(n * sizeof(float));
+    r->gy = malloc(n * sizeof(float));
+    r->gx = malloc(n * sizeof(float));
+    r->win_y = malloc((size_t)h * sizeof(float));
+    r->win_x = malloc((size_t)w * sizeof(float));
+    r->gauss_y = malloc((size_t)h * sizeof(float));
+    r->gauss_x = malloc((size_t)r->wc * sizeof(float));
+    r->real = fftwf_malloc(n * sizeof(float));
+    r->A = fftwf_malloc(nc * sizeof(fftwf_complex));
+    r->B = fftwf_malloc(nc * sizeof(fftwf_complex));
+    if (!r->fa || !r->fb || !r->tmp || !r->gy || !r->gx || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
+        !r->real || !r->A || !r->B) {
+        ts_registrar_free(r);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d registrar", h, w);
+    }
+    make_window(r->win_y, h, r->opt.window, r->opt.tukey_alpha);
+    make_window(r->win_x, w, r->opt.window, r->opt.tukey_alpha);
+    make_spectral_gauss(r->gauss_y, h, h, r->opt.spectral_sigma);
+    make_spectral_gauss(r->gauss_x, r->wc, w, r->opt.spectral_sigma);
+    pthread_mutex_lock(&planner_lock);
+    r->forward = fftwf_plan_dft_r2c_2d(h, w, r->real, r->A, FFTW_ESTIMATE);
+    r->inverse = fftwf_plan_dft_c2r_2d(h, w, r->A, r->real, FFTW_ESTIMATE);
+    pthread_mutex_unlock(&planner_lock);
+    if (!r->forward || !r->inverse) {
+        ts_registrar_free(r);
+        return ts_fail(err, TS_ERR_INTERNAL, "FFTW could not plan a %dx%d transform", h, w);
+    }
+    *out = r;
+    return TS_OK;
+}
+
+void ts_registrar_free(ts_registrar *r) {
+    if (!r) return;
+    pthread_mutex_lock(&planner_lock);
+    if (r->forward) fftwf_destroy_plan(r->forward);
+    if (r->inverse) fftwf_destroy_plan(r->inverse);
+    pthread_mutex_unlock(&planner_lock);
+    free(r->fa);
+    free(r->fb);
+    free(r->tmp);
+    free(r->gy);
+    free(r->gx);
+    free(r->win_y);
+    free(r->win_x);
+    free(r->gauss_y);
+    free(r->gauss_x);
+    fftwf_free(r->real);
+    fftwf_free(r->A);
+    fftwf_free(r->B);
+    free(r);
+}
+
+int ts_registrar_height(const ts_registrar *r) { return r->h; }
+int ts_registrar_width(const ts_registrar *r) { return r->w; }
+
+/* ------------------------------------------------------------ pre-filtering */
+
+static void copy_strip(float *dst, const float *src, size_t stride, int h, int w) {
+    for (int y = 0; y < h; y++) {
+        const float *s = src + (size_t)y * stride;
+        float *d = dst + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) d[x] = isfinite(s[x]) ? s[x] : 0.0f;
+    }
+}
+
+static ts_status prefilter(ts_registrar *r, float *img, float shift, ts_error *err) {
+    int h = r->h, w = r->w;
+    size_t n = (size_t)h * (size_t)w;
+    const ts_register_options *o = &r->opt;
+    if (shift != 0)
+        for (size_t i = 0; i < n; i++) img[i] -= shift;
+    if (o->clahe) {
+        ts_status st = ts_clahe(img, h, w, o->clahe_tiles, o->clahe_clip, err);
+        if (st) return st;
+    }
+    if (o->log_compress)
+        for (size_t i = 0; i < n; i++) img[i] = log1pf(img[i]);
+    if (o->denoise_sigma > 0) ts_gaussian_blur(img, h, w, o->denoise_sigma, r->tmp);
+    if (o->sobel) {
+        ts_sobel_magnitude(img, r->tmp, h, w);
+        memcpy(img, r->tmp, n * sizeof(float));
+    }
+    return TS_OK;
+}
+
+static void mean_std(const float *img, size_t n, double *mean, double *sd) {
+    double s = 0, ss = 0;
+    for (size_t i = 0; i < n; i++) s += img[i];
+    double m = s / (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double d = img[i] - m;
+        ss += d * d;
+    }
+    *mean = m;
+    *sd = sqrt(ss / (double)n);
+}
+
+/* Mean-free, apodised copy of img into r->real, then its spectrum into out. */
+static void spectrum(ts_registrar *r, const float *img, double mean, fftwf_complex *out) {
+    int h = r->h, w = r->w;
+    for (int y = 0; y < h; y++) {
+        const float *s = img + (size_t)y * (size_t)w;
+        float *d = r->real + (size_t)y * (size_t)w;
+        float wy = r->win_y[y];
+        for (int x = 0; x < w; x++) d[x] = (float)(s[x] - mean) * wy * r->win_x[x];
+    }
+    fftwf_execute_dft_r2c(r->forward, r->real, out);
+}
+
+/* ----------------------------------------------------------- peak handling */
+
+typedef struct peak {
+    int y, x;
+    float value;
+} peak;
+
+static inline float surf_at(const ts_registrar *r, int y, int x) {
+    y = (y % r->h + r->h) % r->h;
+    x = (x % r->w + r->w) % r->w;
+    return r->real[(size_t)y * (size_t)r->w + (size_t)x];
+}
+
+/* The k highest local maxima (3x3, periodic) of the surface, best first. */
+static int top_peaks(const ts_registrar *r, peak *out, int k) {
+    int n = 0;
+    for (int y = 0; y < r->h; y++) {
+        const float *row = r->real + (size_t)y * (size_t)r->w;
+        for (int x = 0; x < r->w; x++) {
+            float v = row[x];
+            if (n == k && v <= out[n - 1].value) continue;
+            bool is_max = true;
+            for (int dy = -1; dy <= 1 && is_max; dy++)
+                for (int dx = -1; dx <= 1; dx++) {
+                    if (!dy && !dx) continue;
+                    float u = surf_at(r, y + dy, x + dx);
+                    /* Ties: only the first in scan order counts. */
+                    if (u > v || (u == v && (dy < 0 || (dy == 0 && dx < 0)))) { is_max = false; break; }
+                }
+            if (!is_max) continue;
+            int pos = n < k ? n++ : k - 1;
+            while (pos > 0 && out[pos - 1].value < v) {
+                out[pos] = out[pos - 1];
+                pos--;
+            }
+            out[pos] = (peak){y, x, v};
+        }
+    }
+    return n;
+}
+
+/* NCC of b[y][x] against a[y + sy][x + sx] over their overlap. */
+static double overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx) {
+    int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
+    int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+    for (int y = y0; y < y1; y++) {
+        const float *pa = a + (size_t)(y + sy) * (size_t)w + sx;
+        const float *pb = b + (size_t)y * (size_t)w;
+        /* Per-row float partial sums keep the inner loop vectorisable. */
+        float ra = 0, rb = 0, raa = 0, rbb = 0, rab = 0;
+        for (int x = x0; x < x1; x++) {
+            float va = pa[x], vb = pb[x];
+            ra += va;
+            rb += vb;
+            raa += va * va;
+            rbb += vb * vb;
+            rab += va * vb;
+        }
+        sa += ra, sb += rb, saa += raa, sbb += rbb, sab += rab;
+    }
+    double n = (double)(y1 - y0) * (double)(x1 - x0);
+    if (n < 1) return 0;
+    double va = saa - sa * sa / n, vb = sbb - sb * sb / n, cov = sab - sa * sb / n;
+    if (!(va > 1e-12 * (saa + 1e-30)) || !(vb > 1e-12 * (sbb + 1e-30))) return 0;
+    return cov / sqrt(va * vb);
+}
+
+/* Sub-pixel offset of a peak along one axis from three samples: a Gaussian
+ * fit (exact for the Gaussian-weighted correlation peak) when all samples are
+ * positive, else a parabola. */
+static double subpixel(double cm, double c0, double cp) {
+    double d;
+    if (cm > 0 && c0 > 0 && cp > 0) {
+        double lm = log(cm), l0 = log(c0), lp = log(cp);
+        double den = 2.0 * (lm - 2.0 * l0 + lp);
+        d = den < 0 ? (lm - lp) / den : 0;
+    } else {
+        double den = 2.0 * (cm - 2.0 * c0 + cp);
+        d = den < 0 ? (cm - cp) / den : 0;
+    }
+    return d > 0.5 ? 0.5 : d < -0.5 ? -0.5 : d;
+}
+
+/* Solves the symmetric n x n system m x = v (n <= 4) by Gaussian elimination
+ * with partial pivoting; false when singular. */
+static bool solve_small(double m[4][4], double v[4], int n, double x[4]) {
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int i = c + 1; i < n; i++)
+            if (fabs(m[i][c]) > fabs(m[piv][c])) piv = i;
+        if (!(fabs(m[piv][c]) > 1e-12 * (fabs(m[0][0]) + fabs(m[n - 1][n - 1]) + 1e-300))) return false;
+        if (piv != c) {
+            for (int j = 0; j < n; j++) {
+                double t = m[c][j];
+                m[c][j] = m[piv][j];
+                m[piv][j] = t;
+            }
+            double t = v[c];
+            v[c] = v[piv];
+            v[piv] = t;
+        }
+        for (int i = c + 1; i < n; i++) {
+            double f = m[i][c] / m[c][c];
+            for (int j = c; j < n; j++) m[i][j] -= f * m[c][j];
+            v[i] -= f * v[c];
+        }
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        double s = v[i];
+        for (int j = i + 1; j < n; j++) s -= m[i][j] * x[j];
+        x[i] = s / m[i][i];
+    }
+    return true;
+}
+
+/* Sub-pixel refinement in the image domain: Gauss-Newton on
+ * b(p) ~ gain * a(p + d) + offset over the overlap (bilinear a and its
+ * gradient). Unlike the correlation surface it is not biased towards zero
+ * shift by the apodisation window. Starts from *dy, *dx (already within a
+ * pixel of the answer); leaves them unchanged if it does not converge
+ * nearby. */
+static void refine_shift(ts_registrar *r, double *dy, double *dx) {
+    int h = r->h, w = r->w;
+    const float *a = r->fa, *b = r->fb;
+    for (int y = 0; y < h; y++) {
+        const float *up = a + (size_t)(y > 0 ? y - 1 : 0) * (size_t)w;
+        const float *dn = a + (size_t)(y + 1 < h ? y + 1 : h - 1) * (size_t)w;
+        const float *row = a + (size_t)y * (size_t)w;
+        float ky = (y > 0 && y + 1 < h) ? 0.5f : 1.0f;
+        for (int x = 0; x < w; x++) {
+            int l = x > 0 ? x - 1 : 0, rr = x + 1 < w ? x + 1 : w - 1;
+            r->gy[(size_t)y * (size_t)w + (size_t)x] = ky * (dn[x] - up[x]);
+            r->gx[(size_t)y * (size_t)w + (size_t)x] = (rr - l == 2 ? 0.5f : 1.0f) * (row[rr] - row[l]);
+        }
+    }
+    double y0 = *dy, x0 = *dx, ty = *dy, tx = *dx, gain = 1, offset = 0;
+    for (int it = 0; it < 10; it++) {
+        int iy = (int)floor(ty), ix = (int)floor(tx);
+        float fy = (float)(ty - iy), fx = (float)(tx - ix);
+        float w00 = (1 - fy) * (1 - fx), w01 = (1 - fy) * fx, w10 = fy * (1 - fx), w11 = fy * fx;
+        /* b pixels whose sample point lies inside a with its 4 neighbours. */
+        int ylo = iy < 0 ? -iy : 0, yhi = h - 1 - iy < h ? h - 1 - iy : h;
+        int xlo = ix < 0 ? -ix : 0, xhi = w - 1 - ix < w ? w - 1 - ix : w;
+        if (yhi - ylo < 4 || xhi - xlo < 4) return;
+        double m[4][4] = {{0}}, v[4] = {0};
+        for (int y = ylo; y < yhi; y++) {
+            size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
+            const float *pb = b + (size_t)y * (size_t)w;
+            double row_m[4][4] = {{0}}, row_v[4] = {0};
+            for (int x = xlo; x < xhi; x++) {
+                size_t c0 = (size_t)(x + ix);
+                float av = w00 * a[r0 + c0] + w01 * a[r0 + c0 + 1] + w10 * a[r1 + c0] + w11 * a[r1 + c0 + 1];
+                float ay = w00 * r->gy[r0 + c0] + w01 * r->gy[r0 + c0 + 1] + w10 * r->gy[r1 + c0] + w11 * r->gy[r1 + c0 + 1];
+                float ax = w00 * r->gx[r0 + c0] + w01 * r->gx[r0 + c0 + 1] + w10 * r->gx[r1 + c0] + w11 * r->gx[r1 + c0 + 1];
+                double j[4] = {gain * ay, gain * ax, av, 1.0};
+                double e = pb[x] - (gain * av + offset);
+                for (int p = 0; p < 4; p++) {
+                    row_v[p] += j[p] * e;
+                    for (int q = p; q < 4; q++) row_m[p][q] += j[p] * j[q];
+                }
+            }
+            for (int p = 0; p < 4; p++) {
+                v[p] += row_v[p];
+                for (int q = p; q < 4; q++) m[p][q] += row_m[p][q];
+            }
+        }
+        for (int p = 0; p < 4; p++)
+            for (int q = 0; q < p; q++) m[p][q] = m[q][p];
+        double step[4];
+        if (!solve_small(m, v, 4, step)) return;
+        ty += step[0];
+        tx += step[1];
+        gain += step[2];
+        offset += step[3];
+        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 1.0 || fabs(tx - x0) > 1.0) return;
+        if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
+    }
+    if (gain > 0) {
+        *dy = ty;
+        *dx = tx;
+    }
+}
+
+typedef struct candidate {
+    int sy, sx;   /* integer shift */
+    int peak;     /* index into the peak list */
+    double ncc;
+} candidate;
+
+static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+
+ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+                             size_t b_stride, double prior_dy, double prior_dx,
+                             ts_register_result *res, ts_error *err) {
+    int h = r->h, w = r->w;
+    size_t n = (size_t)h * (size_t)w;
+    memset(res, 0, sizeof *res);
+    res->dy = prior_dy;
+    res->dx = prior_dx;
+    res->ncc_second = -1;
+    res->peak_ratio = 1;
+
+    copy_strip(r->fa, a, a_stride, h, w);
+    copy_strip(r->fb, b, b_stride, h, w);
+    /* Negative-valued images (phase contrast) are shifted to be non-negative,
+     * both strips by the same amount so log compression treats them alike. */
+    float lo = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r->fa[i] < lo) lo = r->fa[i];
+        if (r->fb[i] < lo) lo = r->fb[i];
+    }
+    ts_status st = prefilter(r, r->fa, lo, err);
+    if (!st) st = prefilter(r, r->fb, lo, err);
+    if (st) return st;
+
+    double mean_a, sd_a, mean_b, sd_b;
+    mean_std(r->fa, n, &mean_a, &sd_a);
+    mean_std(r->fb, n, &mean_b, &sd_b);
+    if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) {
+        res->degenerate = true;
+        return TS_OK;
+    }
+
+    spectrum(r, r->fa, mean_a, r->A);
+    spectrum(r, r->fb, mean_b, r->B);
+
+    /* Normalised cross-power spectrum A conj(B) / |A conj(B)| into B, and
+     * the half-whitened power spectrum |A| into A (for the self-similarity
+     * check below), both weighted by the spectral Gaussian. */
+    size_t nc = (size_t)h * (size_t)r->wc;
+    double mag_sum = 0, amp_sum = 0;
+    for (size_t i = 0; i < nc; i++) {
+        float re = r->A[i][0] * r->B[i][0] + r->A[i][1] * r->B[i][1];
+        float im = r->A[i][1] * r->B[i][0] - r->A[i][0] * r->B[i][1];
+        r->B[i][0] = re;
+        r->B[i][1] = im;
+        r->A[i][0] = hypotf(r->A[i][0], r->A[i][1]);
+        r->A[i][1] = 0;
+        mag_sum += hypotf(re, im);
+        amp_sum += r->A[i][0];
+    }
+    float eps = (float)(1e-6 * mag_sum / (double)nc) + FLT_MIN;
+    for (int y = 0; y < h; y++) {
+        float gy = r->gauss_y[y];
+        fftwf_complex *row = r->B + (size_t)y * (size_t)r->wc;
+        fftwf_complex *arow = r->A + (size_t)y * (size_t)r->wc;
+        for (int x = 0; x < r->wc; x++) {
+            float g = gy * r->gauss_x[x];
+            float s = g / (hypotf(row[x][0], row[x][1]) + eps);
+            row[x][0] *= s;
+            row[x][1] *= s;
+            arow[x][0] *= g;
+        }
+    }
+    r->B[0][0] = r->B[0][1] = 0; /* the means were removed */
+    r->A[0][0] = 0;
+    fftwf_execute_dft_c2r(r->inverse, r->B, r->real);
+
+    double smean, ssd;
+    mean_std(r->real, n, &smean, &ssd);
+
+    int k = r->opt.candidates < 1 ? 1 : r->opt.candidates > MAX_CANDIDATES ? MAX_CANDIDATES : r->opt.candidates;
+    peak peaks[MAX_CANDIDATES];
+    int npeaks = top_peaks(r, peaks, k);
+
+    /* Each peak (py, px) stands for the shifts py or py - h, px or px - w
+     * (phase correlation is periodic); the overlap's NCC decides. */
+    candidate cands[4 * MAX_CANDIDATES];
+    int ncands = 0;
+    double min_area = r->opt.min_overlap * (double)n;
+    for (int p = 0; p < npeaks; p++) {
+        int ys[2] = {peaks[p].y, peaks[p].y - h}, xs[2] = {peaks[p].x, peaks[p].x - w};
+        for (int iy = 0; iy < (peaks[p].y ? 2 : 1); iy++)
+            for (int ix = 0; ix < (peaks[p].x ? 2 : 1); ix++) {
+                int sy = ys[iy], sx = xs[ix];
+                double area = (double)(h - abs(sy)) * (double)(w - abs(sx));
+                if (area < min_area) continue;
+                cands[ncands++] = (candidate){sy, sx, p, overlap_ncc(r->fa, r->fb, h, w, sy, sx)};
+            }
+    }
+    if (ncands == 0) return TS_OK; /* no plausible shift: prior, confidence 0 */
+    int best = 0;
+    for (int i = 1; i < ncands; i++)
+        if (cands[i].ncc > cands[best].ncc) best = i;
+    const candidate *c = &cands[best];
+    const peak *bp = &peaks[c->peak];
+
+    double fy = subpixel(surf_at(r, bp->y - 1, bp->x), bp->value, surf_at(r, bp->y + 1, bp->x));
+    double fx = subpixel(surf_at(r, bp->y, bp->x - 1), bp->value, surf_at(r, bp->y, bp->x + 1));
+    res->dy = c->sy + fy;
+    res->dx = c->sx + fx;
+    refine_shift(r, &res->dy, &res->dx);
+    res->ncc = c->ncc;
+
+    /* Confidence = NCC * (1 - strongest rival). A rival shift is a real
+     * alternative only if it is strong on two counts, combined as a
+     * geometric mean:
+     *  - another correlation peak: its height relative to the chosen peak,
+     *    and its overlap NCC relative to the chosen NCC (a second peak whose
+     *    overlap does not match was already ruled out);
+     *  - self-similarity (periodic patterns): for the shifts t where strip a
+     *    resembles itself (peaks of its autocorrelation; the apodisation
+     *    window lowers their height, so it only nominates), b matches a at
+     *    the chosen shift plus t: strength (NCC ratio)^2.
+     * Blank or featureless strips have a low NCC to begin with. */
+    double radius = 3.0 * (r->opt.spectral_sigma > 1.0 ? r->opt.spectral_sigma : 1.0);
+    double top = bp->value - smean;
+    double ncc = clamp01(c->ncc), rival = 0;
+    res->peak_ratio = 0;
+    for (int i = 0; i < ncands; i++) {
+        if (hypot(cands[i].sy - c->sy, cands[i].sx - c->sx) <= radius) continue;
+        double pr = top > 0 ? clamp01((peaks[cands[i].peak].value - smean) / top) : 1.0;
+        double nr = ncc > 0 ? clamp01(cands[i].ncc / ncc) : 1.0;
+        double strength = sqrt(pr * nr);
+        if (strength > rival) rival = strength;
+        if (cands[i].ncc > res->ncc_second) res->ncc_second = cands[i].ncc;
+        if (pr > res->peak_ratio) res->peak_ratio = pr;
+    }
+
+    fftwf_execute_dft_c2r(r->inverse, r->A, r->real); /* autocorrelation of a */
+    double auto0 = r->real[0];
+    peak selfp[MAX_CANDIDATES + 1];
+    int nself = top_peaks(r, selfp, k + 1);
+    for (int p = 0; p < nself && auto0 > 0; p++) { /* auto0 <= 0: no signal */
+        int ty = selfp[p].y > h / 2 ? selfp[p].y - h : selfp[p].y;
+        int tx = selfp[p].x > w / 2 ? selfp[p].x - w : selfp[p].x;
+        if (hypot(ty, tx) <= radius) continue;
+        for (int sign = -1; sign <= 1; sign += 2) {
+            int sy = c->sy + sign * ty, sx = c->sx + sign * tx;
+            if (abs(sy) >= h || abs(sx) >= w) continue;
+            if ((double)(h - abs(sy)) * (double)(w - abs(sx)) < min_area) continue;
+            double v = overlap_ncc(r->fa, r->fb, h, w, sy, sx);
+            double nr = ncc > 0 ? clamp01(v / ncc) : 1.0;
+            double strength = nr * nr;
+            if (strength > rival) rival = strength;
+            if (v > res->ncc_second) res->ncc_second = v;
+        }
+    }
+    res->confidence = ncc * (1.0 - rival);
+    (void)ssd;
+    return TS_OK;
+}

@@ -1,0 +1,147 @@
+/* Pre-filters applied to overlap strips before phase correlation. */
+#include "register/register.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+/* Mirror an index into [0, n) (reflect without repeating the edge pixel, as
+ * scipy's "mirror" mode; n == 1 maps everything to 0). */
+static inline int mirror(int i, int n) {
+    if (n == 1) return 0;
+    int period = 2 * (n - 1);
+    i %= period;
+    if (i < 0) i += period;
+    return i < n ? i : period - i;
+}
+
+void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
+    if (!(sigma > 0)) return;
+    int radius = (int)ceil(3.0 * sigma);
+    if (radius > 64) radius = 64;
+    float kernel[129];
+    double sum = 0;
+    for (int i = -radius; i <= radius; i++) {
+        kernel[i + radius] = (float)exp(-0.5 * (double)(i * i) / (sigma * sigma));
+        sum += kernel[i + radius];
+    }
+    for (int i = 0; i <= 2 * radius; i++) kernel[i] = (float)(kernel[i] / sum);
+    /* Rows into tmp. */
+    for (int y = 0; y < h; y++) {
+        const float *row = img + (size_t)y * (size_t)w;
+        float *out = tmp + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            float acc = 0;
+            if (x >= radius && x + radius < w) {
+                for (int k = -radius; k <= radius; k++) acc += kernel[k + radius] * row[x + k];
+            } else {
+                for (int k = -radius; k <= radius; k++) acc += kernel[k + radius] * row[mirror(x + k, w)];
+            }
+            out[x] = acc;
+        }
+    }
+    /* Columns back into img, a row at a time for cache friendliness. */
+    for (int y = 0; y < h; y++) {
+        float *out = img + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) out[x] = 0;
+        for (int k = -radius; k <= radius; k++) {
+            const float *src = tmp + (size_t)mirror(y + k, h) * (size_t)w;
+            float kv = kernel[k + radius];
+            for (int x = 0; x < w; x++) out[x] += kv * src[x];
+        }
+    }
+}
+
+void ts_sobel_magnitude(const float *src, float *dst, int h, int w) {
+    for (int y = 0; y < h; y++) {
+        const float *up = src + (size_t)(y > 0 ? y - 1 : 0) * (size_t)w;
+        const float *mid = src + (size_t)y * (size_t)w;
+        const float *dn = src + (size_t)(y + 1 < h ? y + 1 : h - 1) * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            int l = x > 0 ? x - 1 : 0, r = x + 1 < w ? x + 1 : w - 1;
+            float gx = (up[r] + 2 * mid[r] + dn[r]) - (up[l] + 2 * mid[l] + dn[l]);
+            float gy = (dn[l] + 2 * dn[x] + dn[r]) - (up[l] + 2 * up[x] + up[r]);
+            dst[(size_t)y * (size_t)w + (size_t)x] = sqrtf(gx * gx + gy * gy);
+        }
+    }
+}
+
+/* CLAHE (Zuiderveld): the image is split into contextual regions; each gets
+ * a clipped, redistributed histogram whose CDF is its grey-level mapping;
+ * every pixel interpolates bilinearly between the mappings of the four
+ * nearest region centres. */
+#define CLAHE_BINS 256
+
+ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *err) {
+    if (tiles < 1) tiles = 1;
+    size_t n = (size_t)h * (size_t)w;
+    float lo = img[0], hi = img[0];
+    for (size_t i = 1; i < n; i++) {
+        if (img[i] < lo) lo = img[i];
+        if (img[i] > hi) hi = img[i];
+    }
+    if (!(hi > lo)) {
+        for (size_t i = 0; i < n; i++) img[i] = 0;
+        return TS_OK;
+    }
+    /* Regions are roughly square: `tiles` along the longer side. */
+    int longer = h > w ? h : w;
+    int rsize = (longer + tiles - 1) / tiles;
+    if (rsize < 8) rsize = 8;
+    int ny = (h + rsize - 1) / rsize, nx = (w + rsize - 1) / rsize;
+    int ry = (h + ny - 1) / ny, rx = (w + nx - 1) / nx; /* region size */
+    float *maps = malloc((size_t)ny * (size_t)nx * CLAHE_BINS * sizeof *maps);
+    if (!maps) return ts_fail(err, TS_ERR_NOMEM, "CLAHE: out of memory for %dx%d regions", ny, nx);
+    float scale = (float)(CLAHE_BINS - 1) / (hi - lo);
+    for (int ty = 0; ty < ny; ty++) {
+        for (int tx = 0; tx < nx; tx++) {
+            int y0 = ty * ry, y1 = y0 + ry < h ? y0 + ry : h;
+            int x0 = tx * rx, x1 = x0 + rx < w ? x0 + rx : w;
+            double hist[CLAHE_BINS] = {0};
+            for (int y = y0; y < y1; y++)
+                for (int x = x0; x < x1; x++) {
+                    int b = (int)((img[(size_t)y * (size_t)w + (size_t)x] - lo) * scale);
+                    hist[b < 0 ? 0 : b >= CLAHE_BINS ? CLAHE_BINS - 1 : b] += 1;
+                }
+            double npix = (double)(y1 - y0) * (double)(x1 - x0);
+            double limit = clip * npix;
+            if (limit < npix / CLAHE_BINS) limit = npix / CLAHE_BINS;
+            double excess = 0;
+            for (int b = 0; b < CLAHE_BINS; b++)
+                if (hist[b] > limit) excess += hist[b] - limit, hist[b] = limit;
+            double add = excess / CLAHE_BINS, cdf = 0;
+            float *map = maps + ((size_t)ty * (size_t)nx + (size_t)tx) * CLAHE_BINS;
+            for (int b = 0; b < CLAHE_BINS; b++) {
+                cdf += hist[b] + add;
+                map[b] = (float)(cdf / npix);
+            }
+        }
+    }
+    for (int y = 0; y < h; y++) {
+        /* Position relative to region centres. */
+        double fy = ((double)y + 0.5) / ry - 0.5;
+        int t0 = (int)floor(fy);
+        double wy = fy - t0;
+        int ta = t0 < 0 ? 0 : t0 >= ny ? ny - 1 : t0;
+        int tb = t0 + 1 < 0 ? 0 : t0 + 1 >= ny ? ny - 1 : t0 + 1;
+        for (int x = 0; x < w; x++) {
+            double fx = ((double)x + 0.5) / rx - 0.5;
+            int s0 = (int)floor(fx);
+            double wx = fx - s0;
+            int sa = s0 < 0 ? 0 : s0 >= nx ? nx - 1 : s0;
+            int sb = s0 + 1 < 0 ? 0 : s0 + 1 >= nx ? nx - 1 : s0 + 1;
+            float *p = img + (size_t)y * (size_t)w + (size_t)x;
+            int b = (int)((*p - lo) * scale);
+            b = b < 0 ? 0 : b >= CLAHE_BINS ? CLAHE_BINS - 1 : b;
+            double m00 = maps[((size_t)ta * (size_t)nx + (size_t)sa) * CLAHE_BINS + (size_t)b];
+            double m01 = maps[((size_t)ta * (size_t)nx + (size_t)sb) * CLAHE_BINS + (size_t)b];
+            double m10 = maps[((size_t)tb * (size_t)nx + (size_t)sa) * CLAHE_BINS + (size_t)b];
+            double m11 = maps[((size_t)tb * (size_t)nx + (size_t)sb) * CLAHE_BINS + (size_t)b];
+            *p = (float)((1 - wy) * ((1 - wx) * m00 + wx * m01) + wy * ((1 - wx) * m10 + wx * m11));
+        }
+    }
+    free(maps);
+    return TS_OK;
+}

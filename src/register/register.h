@@ -1,0 +1,113 @@
+/*
+ * Pairwise registration of neighbouring tiles by phase correlation.
+ *
+ * A ts_registrar holds the FFTW plans and work buffers for one strip shape;
+ * it is used by one thread at a time (estimate keeps one per worker and
+ * strip shape). Plans are made once under a lock, because FFTW's planner is
+ * not thread-safe; executing them is.
+ *
+ * Shift convention: for strips a and b of the same shape, the result (dy, dx)
+ * says b[y][x] ~ a[y + dy][x + dx], i.e. (dy, dx) is the origin of strip b
+ * minus the origin of strip a in the common (stage) frame.
+ */
+#ifndef TS_REGISTER_H
+#define TS_REGISTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tessera/tessera.h"
+
+typedef enum ts_window { TS_WINDOW_NONE = 0, TS_WINDOW_HANN, TS_WINDOW_TUKEY } ts_window;
+
+typedef struct ts_register_options {
+    /* Pre-filtering, in this order: non-negative shift (always), CLAHE, log
+     * compression, Gaussian denoise, Sobel edge magnitude. */
+    bool clahe;             /* default false */
+    int clahe_tiles;        /* contextual regions along the longer side, default 8 */
+    double clahe_clip;      /* clip limit as a fraction of a region's pixels, default 0.01 */
+    bool log_compress;      /* log1p of intensities, default false */
+    double denoise_sigma;   /* Gaussian sigma in px, 0 = off; default 1 */
+    bool sobel;             /* edge magnitude instead of intensity, default false */
+    /* Apodisation before the FFT. */
+    ts_window window;       /* default Tukey */
+    double tukey_alpha;     /* tapered fraction, default 0.5 */
+    /* Gaussian weighting of the normalised cross-power spectrum: makes the
+     * correlation peak a Gaussian of this sigma (px) that a 3-point fit
+     * locates to sub-pixel precision, and damps the whitened noise at high
+     * frequencies. 0 = none (plain phase correlation). Default 1. */
+    double spectral_sigma;
+    int candidates;         /* correlation peaks checked by NCC, default 6 */
+    double min_overlap;     /* candidate shifts must keep this fraction of the strip area
+                               overlapping, default 0.25 */
+    double strip_margin;    /* strip depth = overlap * margin, clipped to the tile; default 1.25 */
+} ts_register_options;
+
+void ts_register_options_init(ts_register_options *opt);
+
+typedef struct ts_register_result {
+    double dy, dx;        /* shift (see convention above); for pairs: origin b - origin a */
+    double confidence;    /* [0, 1] */
+    double ncc;           /* normalised cross-correlation of the overlap at the chosen shift */
+    double ncc_second;    /* best NCC of a distinct other candidate shift (-1 if none) */
+    double peak_ratio;    /* best distinct other peak / chosen peak, above the mean */
+    bool degenerate;      /* a strip was blank (no variance): shift is the prior */
+} ts_register_result;
+
+typedef struct ts_registrar ts_registrar;
+
+/* Plans for strips of h x w (h, w >= 4). */
+ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_registrar **out,
+                              ts_error *err);
+void ts_registrar_free(ts_registrar *r);
+int ts_registrar_height(const ts_registrar *r);
+int ts_registrar_width(const ts_registrar *r);
+
+/* Registers two h x w strips given as row-major views with row strides (in
+ * elements). prior_dy/dx: the shift expected from the nominal geometry,
+ * returned when a strip carries no signal. */
+ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+                             size_t b_stride, double prior_dy, double prior_dx,
+                             ts_register_result *res, ts_error *err);
+
+/* ---- tile pairs ---- */
+
+typedef enum ts_pair_dir {
+    TS_PAIR_RIGHT = 0, /* b is the right (x + 1) neighbour of a */
+    TS_PAIR_BELOW = 1  /* b is the lower (y + 1) neighbour of a */
+} ts_pair_dir;
+
+/* Where the strips of a pair lie in their (oriented, h x w) tiles. */
+typedef struct ts_strip_geometry {
+    int sh, sw;          /* strip shape */
+    int a_y0, a_x0;      /* strip a's top-left corner in tile a */
+    int b_y0, b_x0;      /* strip b's top-left corner in tile b */
+    double off_dy, off_dx; /* tile origin b - a = (off_dy, off_dx) + strip shift */
+    double prior_dy, prior_dx; /* strip shift for the nominal overlap */
+} ts_strip_geometry;
+
+/* Strip geometry for a pair with nominal overlap `overlap` px along dir.
+ * The strip is deeper than the overlap by opt->strip_margin (so a larger
+ * true overlap still has its full content in both strips) and, along both
+ * axes, trimmed to an FFT-friendly (2,3,5,7-smooth) length. */
+ts_status ts_strip_geometry_for(ts_pair_dir dir, int h, int w, int overlap,
+                                const ts_register_options *opt, ts_strip_geometry *g,
+                                ts_error *err);
+
+/* Registers oriented tiles a and b (both h x w, row-major) as a pair along
+ * dir using registrar r, whose shape must be the geometry's strip shape.
+ * res->dy/dx is the tile origin b minus origin a (nominal pitch plus the
+ * measured correction). */
+ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a,
+                           const float *b, int w, ts_register_result *res, ts_error *err);
+
+/* ---- pre-filters (exposed for tests) ---- */
+
+/* In-place Gaussian blur of an h x w image, mirrored borders. tmp: h*w floats. */
+void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp);
+/* Sobel gradient magnitude of src into dst (h x w), replicated borders. */
+void ts_sobel_magnitude(const float *src, float *dst, int h, int w);
+/* Contrast-limited adaptive histogram equalisation in place; output in [0, 1]. */
+ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *err);
+
+#endif

@@ -1,0 +1,303 @@
+/* Pairwise registration on in-memory synthetic images: known integer and
+ * sub-pixel shifts, blank and periodic strips, pair geometry, orientation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/orient.h"
+#include "register/register.h"
+
+/* A deterministic "specimen": Gaussian blobs of random size and brightness,
+ * evaluated at continuous coordinates so sub-pixel shifts are exact. */
+typedef struct blob { double y, x, s, a; } blob;
+typedef struct scene { int n; blob *b; } scene;
+
+static uint64_t rng_state = 12345;
+static double urand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static double nrand(void) {
+    double u = urand() + 1e-12, v = urand();
+    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
+}
+
+static scene make_scene(int n, double H, double W) {
+    scene s = {n, malloc((size_t)n * sizeof(blob))};
+    for (int i = 0; i < n; i++)
+        s.b[i] = (blob){urand() * H, urand() * W, 1.5 + 4 * urand(), 200 + 800 * urand()};
+    return s;
+}
+
+/* Renders the h x w window whose top-left corner is at (y0, x0). */
+static float *render(const scene *s, int h, int w, double y0, double x0, double noise) {
+    float *img = calloc((size_t)h * (size_t)w, sizeof(float));
+    for (int i = 0; i < s->n; i++) {
+        const blob *b = &s->b[i];
+        int r = (int)ceil(4 * b->s);
+        int ylo = (int)floor(b->y - y0) - r, yhi = (int)ceil(b->y - y0) + r;
+        int xlo = (int)floor(b->x - x0) - r, xhi = (int)ceil(b->x - x0) + r;
+        for (int y = ylo < 0 ? 0 : ylo; y < h && y <= yhi; y++)
+            for (int x = xlo < 0 ? 0 : xlo; x < w && x <= xhi; x++) {
+                double dy = y + y0 - b->y, dx = x + x0 - b->x;
+                img[(size_t)y * w + x] += (float)(b->a * exp(-(dy * dy + dx * dx) / (2 * b->s * b->s)));
+            }
+    }
+    for (size_t i = 0; i < (size_t)h * w; i++) img[i] += 100.0f + (float)(noise * nrand());
+    return img;
+}
+
+static void register_shift(const ts_register_options *opt, int h, int w, double sy, double sx,
+                           double noise, ts_register_result *res) {
+    scene s = make_scene(h * w / 40, h + 200, w + 200);
+    float *a = render(&s, h, w, 50, 50, noise);
+    float *b = render(&s, h, w, 50 + sy, 50 + sx, noise);
+    ts_registrar *r;
+    ts_error err;
+    assert_int_equal(ts_registrar_create(h, w, opt, &r, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, res, &err), TS_OK);
+    ts_registrar_free(r);
+    free(a);
+    free(b);
+    free(s.b);
+}
+
+static void test_integer_shifts(void **state) {
+    (void)state;
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    const int shifts[][2] = {{0, 0}, {3, -7}, {-12, 20}, {25, 31}, {-40, -2}};
+    for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+        ts_register_result res;
+        register_shift(&opt, 160, 128, shifts[i][0], shifts[i][1], 5, &res);
+        print_message("integer: want (%d, %d) got (%.3f, %.3f) conf %.3f ncc %.3f second %.3f ratio %.3f\n", shifts[i][0], shifts[i][1], res.dy, res.dx, res.confidence, res.ncc, res.ncc_second, res.peak_ratio);
+        assert_true(fabs(res.dy - shifts[i][0]) < 0.2);
+        assert_true(fabs(res.dx - shifts[i][1]) < 0.2);
+        assert_true(res.confidence > 0.3);
+        assert_true(res.ncc > 0.8);
+    }
+}
+
+static void test_subpixel_shifts(void **state) {
+    (void)state;
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    const double shifts[][2] = {{0.3, -0.4}, {2.5, 7.75}, {-10.2, 3.6}, {15.9, -20.1}};
+    for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+        ts_register_result res;
+        register_shift(&opt, 200, 96, shifts[i][0], shifts[i][1], 3, &res);
+        print_message("subpixel: want (%.2f, %.2f) got (%.3f, %.3f) conf %.3f\n", shifts[i][0],
+                      shifts[i][1], res.dy, res.dx, res.confidence);
+        assert_true(fabs(res.dy - shifts[i][0]) < 0.2);
+        assert_true(fabs(res.dx - shifts[i][1]) < 0.2);
+    }
+}
+
+static void test_prefilter_variants(void **state) {
+    (void)state;
+    for (int v = 0; v < 5; v++) {
+        ts_register_options opt;
+        ts_register_options_init(&opt);
+        if (v == 0) opt.clahe = true;
+        if (v == 1) opt.log_compress = true;
+        if (v == 2) opt.sobel = true;
+        if (v == 3) opt.window = TS_WINDOW_HANN, opt.denoise_sigma = 0;
+        if (v == 4) opt.spectral_sigma = 0, opt.tukey_alpha = 0.25;
+        ts_register_result res;
+        register_shift(&opt, 128, 128, 6, -9, 5, &res);
+        print_message("variant %d: (%.3f, %.3f) conf %.3f ncc %.3f second %.3f ratio %.3f\n", v, res.dy, res.dx, res.confidence, res.ncc, res.ncc_second, res.peak_ratio);
+        assert_true(fabs(res.dy - 6) < 0.3);
+        assert_true(fabs(res.dx + 9) < 0.3);
+        assert_true(res.confidence > 0.2);
+    }
+}
+
+static void test_negative_images(void **state) {
+    (void)state;
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    opt.log_compress = true; /* log of negatives would be NaN without the shift */
+    int h = 128, w = 96;
+    scene s = make_scene(h * w / 40, h + 200, w + 200);
+    float *a = render(&s, h, w, 50, 50, 2), *b = render(&s, h, w, 54, 47, 2);
+    for (int i = 0; i < h * w; i++) a[i] -= 600, b[i] -= 600;
+    ts_registrar *r;
+    ts_error err;
+    ts_register_result res;
+    assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, &res, &err), TS_OK);
+    assert_true(fabs(res.dy - 4) < 0.2 && fabs(res.dx + 3) < 0.2);
+    ts_registrar_free(r);
+    free(a), free(b), free(s.b);
+}
+
+static void test_blank_low_confidence(void **state) {
+    (void)state;
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    int h = 128, w = 64;
+    float *a = malloc(sizeof(float) * h * w), *b = malloc(sizeof(float) * h * w);
+    ts_registrar *r;
+    ts_error err;
+    ts_register_result res;
+    assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
+    /* Constant strips: degenerate, prior returned. */
+    for (int i = 0; i < h * w; i++) a[i] = b[i] = 500;
+    assert_int_equal(ts_register_strips(r, a, w, b, w, 1.5, 30, &res, &err), TS_OK);
+    assert_true(res.degenerate);
+    assert_true(res.confidence == 0);
+    assert_true(res.dy == 1.5 && res.dx == 30);
+    /* Independent noise only: no true match. */
+    double worst = 0;
+    for (int trial = 0; trial < 10; trial++) {
+        for (int i = 0; i < h * w; i++) a[i] = (float)(500 + 20 * nrand()), b[i] = (float)(500 + 20 * nrand());
+        assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, &res, &err), TS_OK);
+        if (res.confidence > worst) worst = res.confidence;
+    }
+    print_message("noise-only strips: max confidence %.3f\n", worst);
+    assert_true(worst < 0.1);
+    /* One blank strip against a textured one. */
+    scene s = make_scene(h * w / 40, h + 200, w + 200);
+    float *t = render(&s, h, w, 50, 50, 5);
+    for (int i = 0; i < h * w; i++) a[i] = (float)(500 + 5 * nrand());
+    assert_int_equal(ts_register_strips(r, t, w, a, w, 0, 0, &res, &err), TS_OK);
+    print_message("blank vs textured: confidence %.3f\n", res.confidence);
+    assert_true(res.confidence < 0.1);
+    ts_registrar_free(r);
+    free(a), free(b), free(t), free(s.b);
+}
+
+static void test_periodic_low_confidence(void **state) {
+    (void)state;
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    int h = 128, w = 96;
+    float *a = malloc(sizeof(float) * h * w), *b = malloc(sizeof(float) * h * w);
+    /* A grid of bright lines every 16 px (like a calibration target), shifted
+     * by (3, 5): shifts differing by multiples of 16 are equally good. */
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            double ya = y, xa = x, yb = y + 3, xb = x + 5;
+            a[y * w + x] = (float)(100 + 200 * (pow(cos(M_PI * ya / 16), 8) + pow(cos(M_PI * xa / 16), 8)) + 3 * nrand());
+            b[y * w + x] = (float)(100 + 200 * (pow(cos(M_PI * yb / 16), 8) + pow(cos(M_PI * xb / 16), 8)) + 3 * nrand());
+        }
+    ts_registrar *r;
+    ts_error err;
+    ts_register_result res;
+    assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, &res, &err), TS_OK);
+    print_message("periodic: (%.2f, %.2f) conf %.3f ncc %.3f second %.3f ratio %.3f\n", res.dy,
+                  res.dx, res.confidence, res.ncc, res.ncc_second, res.peak_ratio);
+    /* Whatever period it picked, it must be one of the equivalent shifts ... */
+    assert_true(fabs(remainder(res.dy - 3, 16)) < 0.3 && fabs(remainder(res.dx - 5, 16)) < 0.3);
+    /* ... and say it is unsure. */
+    assert_true(res.confidence < 0.15);
+    ts_registrar_free(r);
+    free(a), free(b);
+}
+
+/* Two tiles of a scene with overlap ~ov in x, registered as a RIGHT pair
+ * and as a BELOW pair (transposed layout). */
+static void test_pairs(void **state) {
+    (void)state;
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    int H = 180, W = 240;
+    scene s = make_scene(4000, 600, 600);
+    /* True offsets differ from the nominal pitch by a few px both ways. */
+    const double cases[][3] = {/* overlap nominal, true dy, true dx (along) */
+                               {48, 2.4, -3.3}, {48, -4.0, 6.6}, {60, 0.5, 0.0}};
+    for (size_t c = 0; c < 3; c++) {
+        int ov = (int)cases[c][0];
+        for (int dir = 0; dir < 2; dir++) {
+            double tdy, tdx;
+            if (dir == TS_PAIR_RIGHT) tdy = cases[c][1], tdx = W - ov + cases[c][2];
+            else tdy = H - ov + cases[c][2], tdx = cases[c][1];
+            float *a = render(&s, H, W, 20, 20, 4);
+            float *b = render(&s, H, W, 20 + tdy, 20 + tdx, 4);
+            ts_strip_geometry g;
+            ts_error err;
+            assert_int_equal(ts_strip_geometry_for((ts_pair_dir)dir, H, W, ov, &opt, &g, &err), TS_OK);
+            ts_registrar *r;
+            assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, &err), TS_OK);
+            ts_register_result res;
+            assert_int_equal(ts_register_pair(r, &g, a, b, W, &res, &err), TS_OK);
+            print_message("pair dir %d ov %d: want (%.2f, %.2f) got (%.3f, %.3f) conf %.3f strip %dx%d\n",
+                          dir, ov, tdy, tdx, res.dy, res.dx, res.confidence, g.sh, g.sw);
+            assert_true(fabs(res.dy - tdy) < 0.2);
+            assert_true(fabs(res.dx - tdx) < 0.2);
+            assert_true(res.confidence > 0.2);
+            ts_registrar_free(r);
+            free(a), free(b);
+        }
+    }
+    free(s.b);
+    /* Bad overlaps are argument errors. */
+    ts_strip_geometry g;
+    ts_error err;
+    assert_int_equal(ts_strip_geometry_for(TS_PAIR_RIGHT, H, W, 0, &opt, &g, &err), TS_ERR_ARG);
+    assert_int_equal(ts_strip_geometry_for(TS_PAIR_BELOW, H, W, H, &opt, &g, &err), TS_ERR_ARG);
+}
+
+/* numpy reference for m = arange(6).reshape(2, 3):
+ *   np.rot90(m, 1) = [[2,5],[1,4],[0,3]]
+ *   np.rot90(m, 2) = [[5,4,3],[2,1,0]]
+ *   np.rot90(m, 3) = [[3,0],[4,1],[5,2]]
+ *   np.rot90(np.fliplr(np.flipud(m)), 1) = [[3,0],[4,1],[5,2]]
+ *   np.rot90(np.flipud(m), 1) = [[5,2],[4,1],[3,0]]
+ *   np.fliplr(m) = [[2,1,0],[5,4,3]] */
+static void test_orientation(void **state) {
+    (void)state;
+    const uint16_t m[6] = {0, 1, 2, 3, 4, 5};
+    struct { ts_orientation o; int64_t oh, ow; uint16_t want[6]; } cases[] = {
+        {{false, false, 0}, 2, 3, {0, 1, 2, 3, 4, 5}},
+        {{false, false, 1}, 3, 2, {2, 5, 1, 4, 0, 3}},
+        {{false, false, 2}, 2, 3, {5, 4, 3, 2, 1, 0}},
+        {{false, false, 3}, 3, 2, {3, 0, 4, 1, 5, 2}},
+        {{false, false, -1}, 3, 2, {3, 0, 4, 1, 5, 2}},
+        {{true, true, 1}, 3, 2, {3, 0, 4, 1, 5, 2}},
+        {{true, false, 1}, 3, 2, {5, 2, 4, 1, 3, 0}},
+        {{false, true, 0}, 2, 3, {2, 1, 0, 5, 4, 3}},
+        {{true, false, 0}, 2, 3, {3, 4, 5, 0, 1, 2}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t oh, ow;
+        ts_orient_shape(&cases[c].o, 2, 3, &oh, &ow);
+        assert_int_equal(oh, cases[c].oh);
+        assert_int_equal(ow, cases[c].ow);
+        uint16_t out16[6];
+        float in32[6], out32[6];
+        uint8_t in8[6], out8[6];
+        for (int i = 0; i < 6; i++) in32[i] = (float)m[i], in8[i] = (uint8_t)m[i];
+        ts_orient_plane(&cases[c].o, m, 2, 3, 2, out16);
+        ts_orient_plane(&cases[c].o, in32, 2, 3, 4, out32);
+        ts_orient_plane(&cases[c].o, in8, 2, 3, 1, out8);
+        for (int i = 0; i < 6; i++) {
+            assert_int_equal(out16[i], cases[c].want[i]);
+            assert_int_equal((int)out32[i], cases[c].want[i]);
+            assert_int_equal(out8[i], cases[c].want[i]);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_orientation),
+        cmocka_unit_test(test_integer_shifts),
+        cmocka_unit_test(test_subpixel_shifts),
+        cmocka_unit_test(test_prefilter_variants),
+        cmocka_unit_test(test_negative_images),
+        cmocka_unit_test(test_blank_low_confidence),
+        cmocka_unit_test(test_periodic_low_confidence),
+        cmocka_unit_test(test_pairs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
