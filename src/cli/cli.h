@@ -18,6 +18,13 @@ int cmd_fuse(int argc, char **argv);
 int cmd_stitch(int argc, char **argv);
 int cmd_preview(int argc, char **argv);
 
+/* Parses argv[*i] if it is a fuse option (shared by fuse and stitch):
+ * returns 1 if consumed (advancing *i past its value), 0 if not a fuse
+ * option, -1 on a bad value (usage error printed). */
+int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
+/* Prints the fuse result summary (--json) and the orientation warning. */
+void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds);
+
 /* "tessera <cmd>: message" on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...);
 /* Prints the library error on stderr; returns CLI_FAIL. */

@@ -1,10 +1,182 @@
-/* tessera fuse: placeholder until the stage lands (replaced by its implementation). */
-#include "cli/cli.h"
+/* tessera fuse: blend tiles at their positions into an OME-Zarr mosaic. */
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+static const char *FUSE_USAGE =
+    "usage: tessera fuse PLATE shifts.yaml -o OUT [options]\n"
+    "\n"
+    "Blend the tiles of PLATE at the positions in shifts.yaml (total_translation)\n"
+    "into one mosaic per well, written as an OME-Zarr plate OUT (image ROW/COL/0).\n"
+    "\n"
+    "output:\n"
+    "  -o, --output OUT       output plate store (required)\n"
+    "  --format 0.4|0.5       OME-Zarr version: 0.4 (zarr v2 chunks) or 0.5 (zarr v3\n"
+    "                         shards), default 0.5\n"
+    "  --dtype uint16|float32 output type, default uint16 (rounded, clamped)\n"
+    "  --chunk PX             chunk side (inner chunk for 0.5), default 512\n"
+    "  --shard CHUNKS         chunks per shard side (0.5) / per block side (0.4);\n"
+    "                         default: up to 64 (4096 chunks), as the canvas and\n"
+    "                         --memory allow\n"
+    "  --codec NAME           zstd|blosc-lz4|blosc-zstd|gzip|none, default zstd\n"
+    "  --levels N             extra pyramid levels (2x mean each), default 0\n"
+    "  --t-out T              write this run's timepoint into T index T of OUT\n"
+    "                         (created with T+1 timepoints when new)\n"
+    "blending:\n"
+    "  --blend edt|average    weights: distance to the tile border ^ exponent\n"
+    "                         (default edt), or 1\n"
+    "  --exponent E           edt exponent, default 1\n"
+    "  --tcz min|max          tiles with different T/C/Z: truncate (min, default)\n"
+    "                         or zero-pad (max)\n"
+    "tiles:\n"
+    "  --flipud, --fliplr, --rot90 K\n"
+    "                         tile orientation (flipud, then fliplr, then rot90);\n"
+    "                         default: as recorded in shifts.yaml\n"
+    "  --wells LIST           only these wells, e.g. A/1,B/3\n"
+    "running:\n"
+    "  --threads N            worker threads, default all cores\n"
+    "  --memory BYTES         working-memory bound (e.g. 2G, 512M), default 2G\n"
+    "  --json                 print a JSON summary on stdout\n"
+    "  -h, --help             this help\n";
+
+int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o) {
+    const char *a = argv[*i];
+    const char *v;
+#define VALUE() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
+    if (!strcmp(a, "--format")) {
+        VALUE();
+        if (!strcmp(v, "0.4")) o->format = TS_OME_04;
+        else if (!strcmp(v, "0.5")) o->format = TS_OME_05;
+        else { cli_usage_error(cmd, "--format: '%s' is not 0.4 or 0.5", v); return -1; }
+    } else if (!strcmp(a, "--blend")) {
+        VALUE();
+        if (!strcmp(v, "edt")) o->blend = TS_BLEND_EDT;
+        else if (!strcmp(v, "average")) o->blend = TS_BLEND_AVERAGE;
+        else { cli_usage_error(cmd, "--blend: '%s' is not edt or average", v); return -1; }
+    } else if (!strcmp(a, "--exponent")) {
+        VALUE();
+        if (!cli_double(cmd, a, v, &o->exponent)) return -1;
+        if (o->exponent < 0) { cli_usage_error(cmd, "--exponent: %s is negative", v); return -1; }
+    } else if (!strcmp(a, "--dtype")) {
+        VALUE();
+        if (!strcmp(v, "uint16")) o->dtype = TS_UINT16;
+        else if (!strcmp(v, "float32")) o->dtype = TS_FLOAT32;
+        else { cli_usage_error(cmd, "--dtype: '%s' is not uint16 or float32", v); return -1; }
+    } else if (!strcmp(a, "--chunk")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 1, 65536, &o->chunk)) return -1;
+    } else if (!strcmp(a, "--shard")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 4096, &o->shard)) return -1;
+    } else if (!strcmp(a, "--codec")) {
+        VALUE();
+        if (ts_codec_from_name(v, &o->codec) != 0) {
+            cli_usage_error(cmd, "--codec: '%s' is not zstd, blosc-lz4, blosc-zstd, gzip or none", v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--levels")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 16, &o->levels)) return -1;
+    } else if (!strcmp(a, "--tcz")) {
+        VALUE();
+        if (!strcmp(v, "min")) o->tcz = TS_TCZ_MIN;
+        else if (!strcmp(v, "max")) o->tcz = TS_TCZ_MAX;
+        else { cli_usage_error(cmd, "--tcz: '%s' is not min or max", v); return -1; }
+    } else if (!strcmp(a, "--t-out")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 1000000, &o->t_out)) return -1;
+    } else if (!strcmp(a, "--memory")) {
+        VALUE();
+        if (!cli_size(cmd, a, v, &o->memory)) return -1;
+    } else {
+        return 0;
+    }
+#undef VALUE
+    return 1;
+}
+
+void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds) {
+    if (r->orientation_mismatch)
+        fprintf(stderr,
+                "tessera %s: warning: orientation flags (flipud=%d fliplr=%d rot90=%d) differ from "
+                "the shifts file's (flipud=%d fliplr=%d rot90=%d); using the flags given\n",
+                cmd, r->orientation.flipud, r->orientation.fliplr, r->orientation.rot90,
+                r->file_orientation.flipud, r->file_orientation.fliplr, r->file_orientation.rot90);
+    if (!json) return;
+    printf("{\"wells\": %d, \"tiles\": %lld, \"strips_read\": %lld, \"blocks_written\": %lld, "
+           "\"output_pixels\": %lld, \"canvas\": [%lld, %lld], \"chunk\": %d, \"shard\": %d, "
+           "\"peak_strip_bytes\": %zu, \"orientation\": {\"flipud\": %s, \"fliplr\": %s, "
+           "\"rot90\": %d}, \"orientation_from_file\": %s, \"orientation_mismatch\": %s, "
+           "\"seconds\": %.3f, \"megapixels_per_second\": %.3f}\n",
+           r->wells, (long long)r->tiles, (long long)r->strips_read, (long long)r->blocks_written,
+           (long long)r->output_pixels, (long long)r->canvas_h, (long long)r->canvas_w, r->chunk,
+           r->shard, r->peak_strip_bytes, r->orientation.flipud ? "true" : "false",
+           r->orientation.fliplr ? "true" : "false", r->orientation.rot90,
+           r->orientation_from_file ? "true" : "false", r->orientation_mismatch ? "true" : "false",
+           seconds, seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 int cmd_fuse(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "tessera fuse: not implemented yet\n");
-    return CLI_FAIL;
+    const char *cmd = "fuse";
+    ts_fuse_options o;
+    ts_fuse_options_init(&o);
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(FUSE_USAGE, stdout);
+            return CLI_OK;
+        }
+        int r = cli_fuse_option(cmd, argc, argv, &i, &o);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            o.output = v;
+        } else if (!strcmp(a, "--flipud")) {
+            o.orientation.flipud = true, o.orientation_given = true;
+        } else if (!strcmp(a, "--fliplr")) {
+            o.orientation.fliplr = true, o.orientation_given = true;
+        } else if (!strcmp(a, "--rot90")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(cmd, a, v, -3, 3, &o.orientation.rot90)) return CLI_USAGE;
+            o.orientation_given = true;
+        } else if (!strcmp(a, "--wells")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            o.wells = v;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(cmd, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option %s", a);
+        } else if (npos < 2) {
+            pos[npos++] = a;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (npos < 2) return cli_usage_error(cmd, "needs PLATE and shifts.yaml");
+    if (!o.output) return cli_usage_error(cmd, "needs -o OUT");
+    o.input = pos[0];
+    o.shifts = pos[1];
+    o.progress = cli_progress;
+    ts_fuse_result res;
+    ts_error err;
+    double t0 = now_seconds();
+    if (ts_fuse_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
+    cli_fuse_report(cmd, &res, json, now_seconds() - t0);
+    return CLI_OK;
 }

@@ -1,0 +1,198 @@
+/* The pipeline stages of one well: loading tile strips (read, orient,
+ * convert to float32) and blending a block (accumulate, normalise, write). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/orient.h"
+#include "fuse/fuse_internal.h"
+
+ts_status fuse_weights_init(fuse_well *W, ts_error *err) {
+    W->shapes = calloc((size_t)W->ntiles, sizeof *W->shapes);
+    W->weights = calloc((size_t)W->ntiles, sizeof *W->weights);
+    if (!W->shapes || !W->weights) return ts_fail(err, TS_ERR_NOMEM, "weights");
+    W->nshapes = 0;
+    for (int i = 0; i < W->ntiles; i++) {
+        fuse_tile *t = &W->tiles[i];
+        int k;
+        for (k = 0; k < W->nshapes; k++)
+            if (W->shapes[k][0] == t->h && W->shapes[k][1] == t->w) break;
+        if (k == W->nshapes) {
+            W->shapes[k][0] = t->h;
+            W->shapes[k][1] = t->w;
+            W->weights[k] = malloc((size_t)(t->h * t->w) * sizeof(float));
+            if (!W->weights[k]) return ts_fail(err, TS_ERR_NOMEM, "weights of a %lldx%lld tile", (long long)t->h, (long long)t->w);
+            W->K->weights(W->weights[k], t->h, t->w, W->opt->blend, W->opt->exponent);
+            W->nshapes++;
+        }
+        t->shape_id = k;
+    }
+    return TS_OK;
+}
+
+void fuse_weights_free(fuse_well *W) {
+    if (W->weights)
+        for (int k = 0; k < W->nshapes; k++) free(W->weights[k]);
+    free(W->weights);
+    free(W->shapes);
+    W->weights = NULL;
+    W->shapes = NULL;
+}
+
+/* Unit u -> (t index among those processed, z, band). */
+static void unit_coords(const fuse_well *W, int64_t u, int64_t *t, int64_t *z, int64_t *band) {
+    int64_t nb = W->plan->nbands;
+    *band = u % nb;
+    *z = (u / nb) % W->L.Z;
+    *t = u / (nb * W->L.Z);
+}
+
+static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
+    (void)unit;
+    fuse_well *W = user;
+    const fuse_tile *t = &W->tiles[slot->tile];
+    int64_t nc = t->C < W->L.C ? t->C : W->L.C;
+    return (size_t)nc * (size_t)(slot->r1 - slot->r0) * (size_t)t->w * sizeof(float);
+}
+
+#define CONVERT_ROW(TYPE)                                                    \
+    do {                                                                     \
+        const TYPE *s = (const TYPE *)raw + plane;                           \
+        for (int64_t j = 0; j < n; j++) dst[j] = (float)s[base + j * step];  \
+    } while (0)
+
+static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
+                            ts_error *err) {
+    fuse_well *W = user;
+    const fuse_tile *t = &W->tiles[slot->tile];
+    const ts_well_info *well = &W->plate->wells[W->w];
+    int64_t ti, z, band;
+    unit_coords(W, unit, &ti, &z, &band);
+    int64_t t_in = W->t_in0 + ti;
+    strip->r0 = slot->r0;
+    strip->r1 = slot->r1;
+    strip->w = t->w;
+    strip->nc = 0;
+    /* tcz max: a tile without this t or z contributes nothing (zero pad). */
+    if (t_in >= t->T || z >= t->Z) return TS_OK;
+    int64_t nc = t->C < W->L.C ? t->C : W->L.C;
+    const ts_orientation *o = &W->orient;
+    /* Raw bounding box of oriented rows [r0, r1) x all columns. */
+    int64_t ry0 = INT64_MAX, ry1 = -1, rx0 = INT64_MAX, rx1 = -1;
+    const int64_t cy[2] = {slot->r0, slot->r1 - 1}, cx[2] = {0, t->w - 1};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            int64_t sy, sx;
+            ts_orient_source(o, t->raw_h, t->raw_w, cy[a], cx[b], &sy, &sx);
+            if (sy < ry0) ry0 = sy;
+            if (sy > ry1) ry1 = sy;
+            if (sx < rx0) rx0 = sx;
+            if (sx > rx1) rx1 = sx;
+        }
+    int64_t rh = ry1 - ry0 + 1, rw = rx1 - rx0 + 1;
+    size_t esize = ts_dtype_size(t->dtype);
+    void *raw = malloc((size_t)(nc * rh * rw) * esize);
+    int64_t rows = slot->r1 - slot->r0;
+    strip->bytes = (size_t)(nc * rows * t->w) * sizeof(float);
+    strip->data = malloc(strip->bytes);
+    if (!raw || !strip->data) {
+        free(raw);
+        return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
+    }
+    tz_array *arr = NULL;
+    ts_status st = ts_plate_open_array(W->plate, W->w, t->position, 0, &arr, err);
+    if (st == TS_OK) {
+        const tz_array_meta *m = tz_array_get_meta(arr);
+        if (m->ndim == 5) {
+            int64_t start[5] = {t_in, 0, z, ry0, rx0}, count[5] = {1, nc, 1, rh, rw};
+            st = tz_array_read(arr, start, count, raw, err);
+        } else {
+            int64_t start[2] = {ry0, rx0}, count[2] = {rh, rw};
+            st = tz_array_read(arr, start, count, raw, err);
+        }
+        tz_array_close(arr);
+    }
+    if (st != TS_OK) {
+        free(raw);
+        return st;
+    }
+    /* Orient and convert: along an oriented row the raw index moves by a
+     * fixed step (the orientation is an affine map of unit strides). */
+    int64_t n = t->w;
+    for (int64_t c = 0; c < nc; c++) {
+        size_t plane = (size_t)(c * rh * rw);
+        for (int64_t i = slot->r0; i < slot->r1; i++) {
+            int64_t sy0, sx0, sy1 = 0, sx1 = 0;
+            ts_orient_source(o, t->raw_h, t->raw_w, i, 0, &sy0, &sx0);
+            if (n > 1) ts_orient_source(o, t->raw_h, t->raw_w, i, 1, &sy1, &sx1);
+            int64_t base = (sy0 - ry0) * rw + (sx0 - rx0);
+            int64_t step = n > 1 ? (sy1 - sy0) * rw + (sx1 - sx0) : 0;
+            float *dst = strip->data + (c * rows + (i - slot->r0)) * n;
+            switch (t->dtype) {
+            case TS_UINT8: CONVERT_ROW(uint8_t); break;
+            case TS_INT8: CONVERT_ROW(int8_t); break;
+            case TS_UINT16: CONVERT_ROW(uint16_t); break;
+            case TS_INT16: CONVERT_ROW(int16_t); break;
+            case TS_UINT32: CONVERT_ROW(uint32_t); break;
+            case TS_INT32: CONVERT_ROW(int32_t); break;
+            case TS_FLOAT32: CONVERT_ROW(float); break;
+            case TS_FLOAT64: CONVERT_ROW(double); break;
+            default:
+                free(raw);
+                return ts_fail(err, TS_ERR_UNSUPPORTED, "tile %s/%s: dtype %s is not supported by fuse",
+                               well->path, well->positions[t->position], ts_dtype_name(t->dtype));
+            }
+        }
+    }
+    free(raw);
+    strip->nc = (int)nc;
+    return TS_OK;
+}
+
+static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
+                               const fuse_strip *const *strips, int nstrips, ts_error *err) {
+    fuse_well *W = user;
+    fuse_scratch *sc = &W->scratch[worker];
+    const fuse_layout *L = &W->L;
+    int64_t ti, z, b;
+    unit_coords(W, unit, &ti, &z, &b);
+    const fuse_band *band = &W->plan->bands[b];
+    const int64_t B = L->block;
+    const int64_t y0 = band->y0, y1 = band->y1;
+    const int64_t x0 = bx * B, x1 = x0 + B < L->canvas_w ? x0 + B : L->canvas_w;
+    const int *slot_of = band->block_slots + band->block_start[bx];
+    for (int64_t c = 0; c < L->C; c++) {
+        memset(sc->num, 0, (size_t)(B * B) * sizeof(float));
+        memset(sc->den, 0, (size_t)(B * B) * sizeof(float));
+        for (int k = 0; k < nstrips; k++) {
+            const fuse_strip *s = strips[k];
+            if (c >= s->nc) continue;
+            const fuse_tile *t = &W->tiles[band->slots[slot_of[k]].tile];
+            int64_t ya = y0 > t->oy + s->r0 ? y0 : t->oy + s->r0;
+            int64_t yb = y1 < t->oy + s->r1 ? y1 : t->oy + s->r1;
+            int64_t xa = x0 > t->ox ? x0 : t->ox;
+            int64_t xb = x1 < t->ox + t->w ? x1 : t->ox + t->w;
+            if (ya >= yb || xa >= xb) continue;
+            const float *wimg = W->weights[t->shape_id];
+            int64_t rows = s->r1 - s->r0;
+            for (int64_t y = ya; y < yb; y++) {
+                int64_t ty = y - t->oy;
+                int64_t off = (y - y0) * B + (xa - x0);
+                W->K->accumulate(sc->num + off, sc->den + off,
+                                 s->data + (c * rows + (ty - s->r0)) * t->w + (xa - t->ox),
+                                 wimg + ty * t->w + (xa - t->ox), xb - xa);
+            }
+        }
+        if (W->out_dtype == TS_FLOAT32)
+            W->K->normalise_f32((float *)sc->level[0] + c * B * B, sc->num, sc->den, B * B);
+        else
+            W->K->normalise_u16((uint16_t *)sc->level[0] + c * B * B, sc->num, sc->den, B * B);
+    }
+    return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
+}
+
+void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns) {
+    fns->strip_estimate = strip_estimate;
+    fns->load = load_strip;
+    fns->process = process_block;
+    fns->user = W;
+}

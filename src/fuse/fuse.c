@@ -1,0 +1,295 @@
+/* ts_fuse: the fuse stage's entry point. Reads the shifts and the plate,
+ * decides the orientation, and fuses each selected well through the
+ * pipeline (pipeline.c) into an OME-Zarr plate. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fs.h"
+#include "fuse/fuse_internal.h"
+#include "shifts/shifts.h"
+
+void ts_fuse_options_init(ts_fuse_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->format = TS_OME_05;
+    opt->blend = TS_BLEND_EDT;
+    opt->exponent = 1.0;
+    opt->dtype = TS_UINT16;
+    opt->chunk = 512;
+    opt->shard = 0;
+    opt->codec = TS_CODEC_ZSTD;
+    opt->levels = 0;
+    opt->tcz = TS_TCZ_MIN;
+    opt->t_out = -1;
+    opt->threads = 0;
+    opt->memory = (size_t)2 << 30;
+}
+
+ts_status ts_fuse(const ts_fuse_options *opt, ts_error *err) { return ts_fuse_run(opt, NULL, err); }
+
+static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
+    if (!o->input || !*o->input) return ts_fail(err, TS_ERR_ARG, "fuse: no input plate given");
+    if (!o->shifts || !*o->shifts) return ts_fail(err, TS_ERR_ARG, "fuse: no shifts file given");
+    if (!o->output || !*o->output) return ts_fail(err, TS_ERR_ARG, "fuse: no output path given");
+    if (o->format != TS_OME_04 && o->format != TS_OME_05)
+        return ts_fail(err, TS_ERR_ARG, "fuse: output format must be 0.4 or 0.5");
+    if (o->dtype != TS_UINT16 && o->dtype != TS_FLOAT32)
+        return ts_fail(err, TS_ERR_ARG, "fuse: output dtype %s is not uint16 or float32", ts_dtype_name(o->dtype));
+    if (!(o->exponent >= 0 && o->exponent <= 100))
+        return ts_fail(err, TS_ERR_ARG, "fuse: exponent %g is not in [0, 100]", o->exponent);
+    if (o->chunk < 1 || o->chunk > 65536) return ts_fail(err, TS_ERR_ARG, "fuse: chunk %d px not in [1, 65536]", o->chunk);
+    if (o->shard < 0 || o->shard > 4096) return ts_fail(err, TS_ERR_ARG, "fuse: shard %d chunks not in [0, 4096]", o->shard);
+    if (o->levels < 0 || o->levels >= FUSE_MAX_LEVELS)
+        return ts_fail(err, TS_ERR_ARG, "fuse: levels %d not in [0, %d]", o->levels, FUSE_MAX_LEVELS - 1);
+    if (o->t_out < -1) return ts_fail(err, TS_ERR_ARG, "fuse: t_out %d is negative", o->t_out);
+    if (o->memory < ((size_t)16 << 20)) return ts_fail(err, TS_ERR_ARG, "fuse: memory bound %zu bytes is below 16 MiB", o->memory);
+    return TS_OK;
+}
+
+static bool same_orientation(const ts_orientation *a, const ts_orientation *b) {
+    return a->flipud == b->flipud && a->fliplr == b->fliplr && ((a->rot90 % 4) + 4) % 4 == ((b->rot90 % 4) + 4) % 4;
+}
+
+/* --t-out into an existing mosaic: its format, canvas and block rule. */
+typedef struct existing_out {
+    bool present;
+    int zarr_format;
+    int64_t T, H, W, chunk, shard;
+} existing_out;
+
+static ts_status peek_existing(const char *image_path, existing_out *ex, ts_error *err) {
+    memset(ex, 0, sizeof *ex);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/0", image_path);
+    if (!ts_is_dir(path)) return TS_OK;
+    tz_array *arr = NULL;
+    ts_status st = tz_array_open(path, &arr, err);
+    if (st) return st;
+    const tz_array_meta *m = tz_array_get_meta(arr);
+    if (m->ndim != 5) {
+        tz_array_close(arr);
+        return ts_fail(err, TS_ERR_FORMAT, "%s: existing output has %d dimensions, not 5", path, m->ndim);
+    }
+    ex->present = true;
+    ex->zarr_format = m->zarr_format;
+    ex->T = m->shape[0], ex->H = m->shape[3], ex->W = m->shape[4];
+    ex->chunk = m->sharded ? m->sharding.inner_chunk[3] : m->chunk[3];
+    ex->shard = m->sharded ? m->chunk[3] / ex->chunk : 0;
+    tz_array_close(arr);
+    return TS_OK;
+}
+
+static void scratch_free(fuse_well *W) {
+    if (!W->scratch) return;
+    for (int i = 0; i < W->nworkers; i++) {
+        free(W->scratch[i].num);
+        free(W->scratch[i].den);
+        free(W->scratch[i].chunk);
+        for (int k = 0; k < FUSE_MAX_LEVELS; k++) free(W->scratch[i].level[k]);
+    }
+    free(W->scratch);
+    W->scratch = NULL;
+}
+
+static ts_status scratch_alloc(fuse_well *W, ts_error *err) {
+    W->scratch = calloc((size_t)W->nworkers, sizeof *W->scratch);
+    if (!W->scratch) return ts_fail(err, TS_ERR_NOMEM, "worker buffers");
+    const int64_t B = W->L.block;
+    for (int i = 0; i < W->nworkers; i++) {
+        fuse_scratch *s = &W->scratch[i];
+        s->num = malloc((size_t)(B * B) * sizeof(float));
+        s->den = malloc((size_t)(B * B) * sizeof(float));
+        s->chunk = malloc((size_t)(W->L.chunk * W->L.chunk) * W->out_elem);
+        if (!s->num || !s->den || !s->chunk) goto nomem;
+        for (int k = 0; k <= W->L.levels; k++) {
+            int64_t Bk = B >> k;
+            s->level[k] = malloc((size_t)(W->L.C * Bk * Bk) * W->out_elem);
+            if (!s->level[k]) goto nomem;
+        }
+    }
+    return TS_OK;
+nomem:
+    return ts_fail(err, TS_ERR_NOMEM, "worker buffers for blocks of %lld px", (long long)B);
+}
+
+static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate, int w,
+                               const ts_well_shifts *ws, const ts_orientation *orient,
+                               ts_pool *pool, ts_fuse_result *res, ts_error *err) {
+    const ts_well_info *well = &plate->wells[w];
+    fuse_well W;
+    memset(&W, 0, sizeof W);
+    W.opt = opt;
+    W.plate = plate;
+    W.w = w;
+    W.orient = *orient;
+    W.K = ts_fuse_cpu_kernels();
+    W.format = opt->format;
+    W.out_dtype = opt->dtype;
+    W.out_elem = ts_dtype_size(opt->dtype);
+    W.nworkers = ts_pool_size(pool);
+    char image_path[4200];
+    snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
+
+    ts_status st = fuse_well_tiles(&W, ws, pool, err);
+    int64_t T = W.L.T, C = W.L.C, Z = W.L.Z;
+    int64_t H = 0, Wd = 0;
+    if (st == TS_OK) st = fuse_canvas(W.tiles, W.ntiles, &H, &Wd, err);
+    existing_out ex = {0};
+    if (st == TS_OK && opt->t_out >= 0) st = peek_existing(image_path, &ex, err);
+    if (st) goto done;
+
+    fuse_sizing sz = {
+        .canvas_h = H, .canvas_w = Wd, .C = C, .out_elem = W.out_elem,
+        .chunk = opt->chunk, .shard = opt->shard, .levels = opt->levels,
+        .threads = W.nworkers, .memory = opt->memory,
+    };
+    for (int i = 0; i < W.ntiles; i++) {
+        if (W.tiles[i].h > sz.tile_h) sz.tile_h = W.tiles[i].h;
+        if (W.tiles[i].w > sz.tile_w) sz.tile_w = W.tiles[i].w;
+    }
+    if (ex.present) {
+        if (ex.H < H || ex.W < Wd) {
+            st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
+                         "timepoint's canvas of %lldx%lld px", image_path, (long long)ex.H,
+                         (long long)ex.W, (long long)H, (long long)Wd);
+            goto done;
+        }
+        sz.canvas_h = ex.H, sz.canvas_w = ex.W;
+        sz.chunk = (int)ex.chunk;
+        sz.shard = (int)ex.shard;
+        W.format = ex.zarr_format == 2 ? TS_OME_04 : TS_OME_05;
+    }
+    st = fuse_layout_init(&W.L, &sz, err);
+    if (st) goto done;
+    W.L.C = C, W.L.Z = Z;
+    if (opt->t_out >= 0) {
+        W.nt = 1, W.t_in0 = 0, W.t_out0 = opt->t_out;
+        W.L.T = ex.present ? ex.T : opt->t_out + 1;
+    } else {
+        W.nt = T, W.t_in0 = 0, W.t_out0 = 0;
+        W.L.T = T;
+    }
+
+    bool existing = false;
+    if ((st = fuse_weights_init(&W, err)) != TS_OK) goto done;
+    if ((st = fuse_output_open(&W, image_path, &existing, err)) != TS_OK) goto done;
+    if ((st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err)) != TS_OK) goto done;
+    if ((st = scratch_alloc(&W, err)) != TS_OK) goto done;
+
+    size_t fixed = (size_t)W.nworkers * fuse_block_bytes(&sz, W.L.block);
+    size_t budget = opt->memory > fixed + ((size_t)64 << 20) ? opt->memory - fixed : (size_t)64 << 20;
+    fuse_stage_fns fns;
+    fuse_stage_fns_init(&W, &fns);
+    char stage[64];
+    snprintf(stage, sizeof stage, "fuse %s", well->path);
+    fuse_pipeline_stats stats = {0};
+    st = fuse_pipeline_run(W.plan, W.nt * W.L.Z * W.plan->nbands, &fns, pool, budget, opt->progress,
+                           opt->progress_user, stage, &stats, err);
+    if (st) goto done;
+
+    /* Image metadata last: a mosaic is only advertised once its data is in. */
+    ts_image_meta im;
+    st = ts_plate_image_meta(plate, w, 0, &im, err);
+    if (st) goto done;
+    if (im.nchannels > C) im.nchannels = (int)C;
+    for (int c = im.nchannels; c < C && c < TS_MAX_CHANNELS; c++) {
+        snprintf(im.channel_labels[c], sizeof im.channel_labels[c], "Channel %d", c);
+        im.channel_colors[c][0] = '\0';
+    }
+    im.nchannels = (int)(C < TS_MAX_CHANNELS ? C : TS_MAX_CHANNELS);
+    st = ts_image_write_meta(image_path, W.format, &im, W.L.levels + 1, err);
+    if (st) goto done;
+
+    if (res) {
+        res->wells++;
+        res->tiles += W.ntiles;
+        res->strips_read += stats.strips_loaded;
+        res->blocks_written += stats.blocks_done;
+        res->output_pixels += W.L.canvas_h * W.L.canvas_w * W.L.C * W.L.Z * W.nt;
+        res->canvas_h = W.L.canvas_h;
+        res->canvas_w = W.L.canvas_w;
+        res->chunk = (int)W.L.chunk;
+        res->shard = (int)(W.L.block / W.L.chunk);
+        if (stats.peak_strip_bytes > res->peak_strip_bytes) res->peak_strip_bytes = stats.peak_strip_bytes;
+    }
+done:
+    scratch_free(&W);
+    fuse_plan_free(W.plan);
+    fuse_output_close(&W);
+    fuse_weights_free(&W);
+    free(W.tiles);
+    if (st && err && !strstr(err->message, well->path)) ts_fail_context(err, "well %s", well->path);
+    return st;
+}
+
+ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_error *err) {
+    ts_fuse_result local;
+    ts_fuse_result *res = result ? result : &local;
+    memset(res, 0, sizeof *res);
+    ts_status st = check_options(opt, err);
+    if (st) return st;
+    ts_shifts *shifts = NULL;
+    ts_plate *plate = NULL;
+    ts_pool *pool = NULL;
+    const char **wells = NULL;
+    if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto done;
+    if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto done;
+    if ((st = ts_plate_filter_wells(plate, opt->wells, err)) != TS_OK) goto done;
+
+    /* Orientation: the flags given, else what the shifts file recorded. */
+    ts_orientation none = {false, false, 0};
+    if (shifts->has_orientation) res->file_orientation = shifts->orientation;
+    if (opt->orientation_given) {
+        res->orientation = opt->orientation;
+        res->orientation_mismatch = shifts->has_orientation && !same_orientation(&opt->orientation, &shifts->orientation);
+    } else {
+        res->orientation = shifts->has_orientation ? shifts->orientation : none;
+        res->orientation_from_file = shifts->has_orientation;
+    }
+
+    pool = ts_pool_create(opt->threads);
+    wells = calloc((size_t)plate->nwells + 1, sizeof *wells);
+    if (!pool || !wells) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: thread pool"); goto done; }
+    int nwells = 0;
+    for (int w = 0; w < plate->nwells; w++) {
+        int sw = ts_shifts_find_well(shifts, plate->wells[w].path);
+        if (sw < 0) {
+            if (opt->wells && *opt->wells) {
+                st = ts_fail(err, TS_ERR_ARG, "well %s is not in the shifts file %s", plate->wells[w].path, opt->shifts);
+                goto done;
+            }
+            continue; /* wells the shifts file does not place are not fused */
+        }
+        st = fuse_one_well(opt, plate, w, &shifts->wells[sw], &res->orientation, pool, res, err);
+        if (st) goto done;
+        wells[nwells++] = plate->wells[w].path;
+    }
+    if (nwells == 0) {
+        st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
+        goto done;
+    }
+    /* Plate metadata, unless adding a timepoint to an existing plate. */
+    char probe[4200], probe2[4200];
+    snprintf(probe, sizeof probe, "%s/zarr.json", opt->output);
+    snprintf(probe2, sizeof probe2, "%s/.zattrs", opt->output);
+    if (!(opt->t_out >= 0 && (ts_path_exists(probe) || ts_path_exists(probe2)))) {
+        static const char *const positions[] = {"0"};
+        ts_plate_layout layout = {
+            .path = opt->output,
+            .version = opt->format,
+            .name = plate->name[0] ? plate->name : NULL,
+            .nwells = nwells,
+            .wells = wells,
+            .npositions = 1,
+            .positions = positions,
+            .field_count = 1,
+        };
+        st = ts_plate_write_layout(&layout, err);
+    }
+done:
+    free(wells);
+    ts_pool_destroy(pool);
+    ts_plate_close(plate);
+    ts_shifts_free(shifts);
+    return st;
+}

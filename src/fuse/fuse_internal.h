@@ -1,0 +1,63 @@
+/* Private parts of the fuse stage shared by its source files. */
+#ifndef TS_FUSE_INTERNAL_H
+#define TS_FUSE_INTERNAL_H
+
+#include "common/error.h"
+#include "common/pool.h"
+#include "fuse/kernels.h"
+#include "fuse/pipeline.h"
+#include "fuse/plan.h"
+#include "ome/ome.h"
+#include "zarr/zarr.h"
+
+#define FUSE_MAX_LEVELS 17
+
+/* Per-worker scratch, allocated once per well. */
+typedef struct fuse_scratch {
+    float *num, *den;            /* block x block */
+    void *level[FUSE_MAX_LEVELS];/* C x (block>>k)^2 of the output dtype */
+    void *chunk;                 /* one 0.4 chunk */
+} fuse_scratch;
+
+/* Everything one well's fusion needs. */
+typedef struct fuse_well {
+    const ts_fuse_options *opt;
+    ts_ome_version format;       /* output format (an existing output's, for --t-out) */
+    const ts_plate *plate;
+    int w;                       /* well index in the plate */
+    ts_orientation orient;
+    const ts_fuse_kernels *K;
+    fuse_tile *tiles;
+    int ntiles;
+    /* Weight images per distinct oriented tile shape. */
+    int nshapes;
+    int64_t (*shapes)[2];
+    float **weights;
+    fuse_plan *plan;
+    fuse_layout L;
+    ts_dtype out_dtype;
+    size_t out_elem;
+    /* Units: (t, z, band), t slowest. t_in is read, t_out written. */
+    int64_t nt;                  /* timepoints processed */
+    int64_t t_in0, t_out0;       /* first input / output T index */
+    tz_array *out[FUSE_MAX_LEVELS];
+    int64_t chunk_k[FUSE_MAX_LEVELS]; /* chunk side per level */
+    fuse_scratch *scratch;       /* per worker */
+    int nworkers;
+} fuse_well;
+
+/* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z). */
+ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, ts_error *err);
+
+/* blend.c: pipeline stages. */
+void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);
+ts_status fuse_weights_init(fuse_well *W, ts_error *err);
+void fuse_weights_free(fuse_well *W);
+
+/* output.c: output arrays and block writes. */
+ts_status fuse_output_open(fuse_well *W, const char *image_path, bool *existing, ts_error *err);
+void fuse_output_close(fuse_well *W);
+ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t_out, int64_t z,
+                           int64_t band, int64_t bx, ts_error *err);
+
+#endif

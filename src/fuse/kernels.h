@@ -1,0 +1,42 @@
+/*
+ * Fusion kernels: the arithmetic of blending, apart from planning and I/O.
+ *
+ * Everything works on contiguous rows of float32 so that gcc -O2/-O3
+ * vectorises the loops (see docs/fuse.md). The pipeline only calls them
+ * through ts_fuse_kernels, so another backend (GPU, hand-written SIMD) can
+ * replace the whole set without touching the planner or the pipeline.
+ */
+#ifndef TS_FUSE_KERNELS_H
+#define TS_FUSE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+
+typedef struct ts_fuse_kernels {
+    /* Weight image of an h x w oriented tile: edt: w = (d + 1e-6)^exponent
+     * with d = min(y, x, h-1-y, w-1-x); average: w = 1. out holds h*w. */
+    void (*weights)(float *out, int64_t h, int64_t w, ts_blend blend, double exponent);
+    /* One row segment of a tile over one row of a block:
+     * num += w*v, den += w where v != 0 (zero pixels are padding). */
+    void (*accumulate)(float *restrict num, float *restrict den, const float *restrict v,
+                       const float *restrict w, int64_t n);
+    /* out = num/den, 0 where den == 0; rounded to nearest and clamped. */
+    void (*normalise_u16)(uint16_t *restrict out, const float *restrict num,
+                          const float *restrict den, int64_t n);
+    void (*normalise_f32)(float *restrict out, const float *restrict num,
+                          const float *restrict den, int64_t n);
+    /* 2x mean downsampling of an h x w region (row stride `stride` elements)
+     * into ceil(h/2) x ceil(w/2) (row stride dst_stride); edge pixels average
+     * the source pixels that exist. uint16 rounds half up. */
+    void (*downsample_u16)(uint16_t *dst, int64_t dst_stride, const uint16_t *src,
+                           int64_t stride, int64_t h, int64_t w);
+    void (*downsample_f32)(float *dst, int64_t dst_stride, const float *src, int64_t stride,
+                           int64_t h, int64_t w);
+} ts_fuse_kernels;
+
+/* The portable C kernels. */
+const ts_fuse_kernels *ts_fuse_cpu_kernels(void);
+
+#endif

@@ -1,0 +1,175 @@
+/* Output arrays of a well (levels 0..N) and the writing of one block: the
+ * level-0 block, then each pyramid level downsampled from the one before,
+ * all from the same worker's buffers, so the pyramid streams with the
+ * mosaic and no level ever needs a second pass. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "fuse/fuse_internal.h"
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) { int64_t t = a % b; a = b; b = t; }
+    return a;
+}
+
+/* Shape of level k along one axis: halved (rounded up) k times. */
+static int64_t level_extent(int64_t n, int k) {
+    for (int i = 0; i < k; i++) n = (n + 1) / 2;
+    return n;
+}
+
+static void level_meta(const fuse_well *W, int k, tz_array_meta *m) {
+    const fuse_layout *L = &W->L;
+    bool v3 = W->format != TS_OME_04;
+    tz_array_meta_init(m, v3 ? 3 : 2);
+    m->ndim = 5;
+    m->shape[0] = L->T;
+    m->shape[1] = L->C;
+    m->shape[2] = L->Z;
+    m->shape[3] = level_extent(L->canvas_h, k);
+    m->shape[4] = level_extent(L->canvas_w, k);
+    m->dtype = W->out_dtype;
+    m->fill_value = 0;
+    int64_t Bk = L->block >> k, ck = gcd64(L->chunk, Bk);
+    if (v3) {
+        m->sharded = true;
+        int64_t shard[5] = {1, L->C, 1, Bk, Bk}, inner[5] = {1, 1, 1, ck, ck};
+        memcpy(m->chunk, shard, sizeof shard);
+        memcpy(m->sharding.inner_chunk, inner, sizeof inner);
+        const char *names[5] = {"t", "c", "z", "y", "x"};
+        for (int d = 0; d < 5; d++) snprintf(m->dimension_names[d], sizeof m->dimension_names[d], "%s", names[d]);
+    } else {
+        int64_t chunk[5] = {1, 1, 1, ck, ck};
+        memcpy(m->chunk, chunk, sizeof chunk);
+        m->separator = '/';
+    }
+    tz_meta_set_codec(m, W->opt->codec);
+}
+
+ts_status fuse_output_open(fuse_well *W, const char *image_path, bool *existing, ts_error *err) {
+    *existing = false;
+    for (int k = 0; k <= W->L.levels; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%d", image_path, k);
+        tz_array_meta want;
+        level_meta(W, k, &want);
+        W->chunk_k[k] = gcd64(W->L.chunk, W->L.block >> k);
+        ts_status st;
+        if (W->opt->t_out >= 0 && ts_is_dir(path)) {
+            /* Writing one timepoint into an existing mosaic: its layout rules. */
+            st = tz_array_open(path, &W->out[k], err);
+            if (st) return st;
+            const tz_array_meta *m = tz_array_get_meta(W->out[k]);
+            bool same = m->ndim == 5 && m->dtype == want.dtype && m->sharded == want.sharded;
+            for (int d = 1; same && d < 5; d++) same = m->shape[d] == want.shape[d] && m->chunk[d] == want.chunk[d];
+            if (!same)
+                return ts_fail(err, TS_ERR_ARG,
+                               "%s: existing array does not match this run (dtype %s, shape "
+                               "[%lld,%lld,%lld,%lld,%lld], block [%lld,%lld]; want %s, "
+                               "[_,%lld,%lld,%lld,%lld], block [%lld,%lld])",
+                               path, ts_dtype_name(m->dtype), (long long)m->shape[0], (long long)m->shape[1],
+                               (long long)m->shape[2], (long long)m->shape[3], (long long)m->shape[4],
+                               (long long)m->chunk[3], (long long)m->chunk[4], ts_dtype_name(want.dtype),
+                               (long long)want.shape[1], (long long)want.shape[2], (long long)want.shape[3],
+                               (long long)want.shape[4], (long long)want.chunk[3], (long long)want.chunk[4]);
+            if (m->shape[0] <= W->opt->t_out)
+                return ts_fail(err, TS_ERR_ARG, "%s: --t-out %d is beyond its %lld timepoints", path,
+                               W->opt->t_out, (long long)m->shape[0]);
+            *existing = true;
+        } else {
+            st = tz_array_create(path, &want, &W->out[k], err);
+            if (st) return st;
+        }
+    }
+    return TS_OK;
+}
+
+void fuse_output_close(fuse_well *W) {
+    for (int k = 0; k < FUSE_MAX_LEVELS; k++) {
+        if (W->out[k]) tz_array_close(W->out[k]);
+        W->out[k] = NULL;
+    }
+}
+
+static bool all_zero(const unsigned char *p, size_t n) {
+    unsigned char acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= p[i];
+    return acc == 0;
+}
+
+/* 0.4: the block's (1,1,1,ck,ck) chunks, one file each. An all-zero chunk
+ * is not stored (reads as the fill value); a stale one from an earlier run
+ * is removed so re-runs give the same store. */
+static ts_status write_chunks(fuse_well *W, fuse_scratch *sc, int k, int64_t t, int64_t z,
+                              int64_t band, int64_t bx, ts_error *err) {
+    tz_array *arr = W->out[k];
+    const tz_array_meta *m = tz_array_get_meta(arr);
+    int64_t Bk = W->L.block >> k, ck = W->chunk_k[k], per = Bk / ck;
+    size_t es = W->out_elem;
+    const unsigned char *plane0 = sc->level[k];
+    for (int64_t c = 0; c < W->L.C; c++) {
+        const unsigned char *plane = plane0 + (size_t)(c * Bk * Bk) * es;
+        for (int64_t cy = 0; cy < per; cy++) {
+            int64_t gy = band * per + cy;
+            if (gy * ck >= m->shape[3]) break;
+            for (int64_t cx = 0; cx < per; cx++) {
+                int64_t gx = bx * per + cx;
+                if (gx * ck >= m->shape[4]) break;
+                unsigned char *dst = sc->chunk;
+                for (int64_t r = 0; r < ck; r++)
+                    memcpy(dst + (size_t)(r * ck) * es, plane + (size_t)((cy * ck + r) * Bk + cx * ck) * es,
+                           (size_t)ck * es);
+                int64_t idx[5] = {t, c, z, gy, gx};
+                if (all_zero(dst, (size_t)(ck * ck) * es)) {
+                    char key[256], file[4400];
+                    tz_chunk_key(m, idx, key, sizeof key);
+                    snprintf(file, sizeof file, "%s/%s", tz_array_path(arr), key);
+                    if (unlink(file) != 0 && errno != ENOENT)
+                        return ts_fail(err, TS_ERR_IO, "cannot remove stale chunk '%s': %s", file, strerror(errno));
+                    continue;
+                }
+                ts_status st = tz_array_write_block(arr, idx, dst, err);
+                if (st) return st;
+            }
+        }
+    }
+    return TS_OK;
+}
+
+ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t, int64_t z, int64_t band,
+                           int64_t bx, ts_error *err) {
+    const fuse_layout *L = &W->L;
+    for (int k = 0; k <= L->levels; k++) {
+        int64_t Bk = L->block >> k;
+        if (k > 0) {
+            /* Valid extent of this block at level k-1, then 2x mean. */
+            int64_t Bp = L->block >> (k - 1);
+            int64_t hp = level_extent(L->canvas_h, k - 1) - band * Bp;
+            int64_t wp = level_extent(L->canvas_w, k - 1) - bx * Bp;
+            if (hp > Bp) hp = Bp;
+            if (wp > Bp) wp = Bp;
+            memset(sc->level[k], 0, (size_t)(L->C * Bk * Bk) * W->out_elem);
+            for (int64_t c = 0; c < L->C; c++) {
+                if (W->out_dtype == TS_FLOAT32)
+                    W->K->downsample_f32((float *)sc->level[k] + c * Bk * Bk, Bk,
+                                         (const float *)sc->level[k - 1] + c * Bp * Bp, Bp, hp, wp);
+                else
+                    W->K->downsample_u16((uint16_t *)sc->level[k] + c * Bk * Bk, Bk,
+                                         (const uint16_t *)sc->level[k - 1] + c * Bp * Bp, Bp, hp, wp);
+            }
+        }
+        ts_status st;
+        if (tz_array_get_meta(W->out[k])->sharded) {
+            int64_t idx[5] = {t, 0, z, band, bx};
+            st = tz_array_write_block(W->out[k], idx, sc->level[k], err);
+        } else {
+            st = write_chunks(W, sc, k, t, z, band, bx, err);
+        }
+        if (st) return st;
+    }
+    return TS_OK;
+}

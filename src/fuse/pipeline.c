@@ -1,0 +1,281 @@
+/* The fuse pipeline scheduler (see pipeline.h). One mutex guards all the
+ * bookkeeping; the work itself (reading, blending, encoding, writing) runs
+ * outside it. */
+#include "fuse/pipeline.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+enum { BLOCK_PENDING = 0, BLOCK_READY, BLOCK_RUNNING, BLOCK_DONE };
+
+typedef struct unit_state {
+    fuse_strip *strips;  /* per slot */
+    int *refs;           /* per slot: blocks still to use it */
+    int *pending;        /* per block: strips not loaded yet */
+    unsigned char *state;/* per block */
+    int64_t blocks_done;
+} unit_state;
+
+typedef struct sched {
+    const fuse_plan *plan;
+    const fuse_stage_fns *fns;
+    int64_t nunits, nbx;
+    unit_state **units;  /* allocated when the load cursor enters a unit */
+    int64_t u_min;       /* lowest unit not finished */
+    int64_t cur_u;       /* load cursor: unit, slot */
+    int cur_s;
+    size_t budget, held, peak;
+    int loads_in_flight;
+    int64_t lookahead;   /* blocks beyond one band that may be read ahead */
+    int64_t ready;       /* blocks ready and unclaimed */
+    int64_t done, total;
+    bool failed;
+    ts_error error;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ts_progress_fn progress;
+    void *progress_user;
+    const char *stage;
+    int64_t strips_loaded;
+} sched;
+
+static const fuse_band *unit_band(const sched *S, int64_t u) {
+    return &S->plan->bands[u % S->plan->nbands];
+}
+
+static void unit_free(unit_state *us, const fuse_band *band) {
+    if (!us) return;
+    if (us->strips)
+        for (int s = 0; s < band->nslots; s++) free(us->strips[s].data);
+    free(us->strips);
+    free(us->refs);
+    free(us->pending);
+    free(us->state);
+    free(us);
+}
+
+/* Called with the lock held when the cursor enters unit u. */
+static ts_status unit_enter(sched *S, int64_t u) {
+    const fuse_band *band = unit_band(S, u);
+    unit_state *us = calloc(1, sizeof *us);
+    if (!us) return ts_fail(&S->error, TS_ERR_NOMEM, "pipeline unit");
+    us->strips = calloc(band->nslots ? (size_t)band->nslots : 1, sizeof *us->strips);
+    us->refs = calloc(band->nslots ? (size_t)band->nslots : 1, sizeof *us->refs);
+    us->pending = calloc((size_t)S->nbx, sizeof *us->pending);
+    us->state = calloc((size_t)S->nbx, 1);
+    if (!us->strips || !us->refs || !us->pending || !us->state) {
+        unit_free(us, band);
+        return ts_fail(&S->error, TS_ERR_NOMEM, "pipeline unit");
+    }
+    for (int s = 0; s < band->nslots; s++)
+        us->refs[s] = (int)(band->slots[s].bx1 - band->slots[s].bx0 + 1);
+    for (int64_t bx = 0; bx < S->nbx; bx++) {
+        us->pending[bx] = band->block_start[bx + 1] - band->block_start[bx];
+        if (us->pending[bx] == 0) { us->state[bx] = BLOCK_READY; S->ready++; }
+    }
+    S->units[u] = us;
+    return TS_OK;
+}
+
+/* Moves the cursor past exhausted units, entering new ones. Lock held. */
+static ts_status cursor_settle(sched *S) {
+    while (S->cur_u < S->nunits) {
+        if (!S->units[S->cur_u]) {
+            ts_status st = unit_enter(S, S->cur_u);
+            if (st != TS_OK) return st;
+        }
+        if (S->cur_s < unit_band(S, S->cur_u)->nslots) break;
+        S->cur_u++;
+        S->cur_s = 0;
+    }
+    return TS_OK;
+}
+
+/* Global index of the earliest block still waiting for strips, or INT64_MAX. */
+static int64_t earliest_pending(const sched *S) {
+    for (int64_t u = S->u_min; u < S->nunits && u <= S->cur_u; u++) {
+        const unit_state *us = S->units[u];
+        if (!us) continue;
+        for (int64_t bx = 0; bx < S->nbx; bx++)
+            if (us->state[bx] == BLOCK_PENDING) return u * S->nbx + bx;
+    }
+    return INT64_MAX;
+}
+
+static bool find_ready(const sched *S, int64_t *u_out, int64_t *bx_out) {
+    if (S->ready == 0) return false;
+    for (int64_t u = S->u_min; u < S->nunits && u <= S->cur_u; u++) {
+        const unit_state *us = S->units[u];
+        if (!us) continue;
+        for (int64_t bx = 0; bx < S->nbx; bx++)
+            if (us->state[bx] == BLOCK_READY) { *u_out = u; *bx_out = bx; return true; }
+    }
+    return false;
+}
+
+/* Global index of the earliest block not finished. */
+static int64_t earliest_unfinished(const sched *S) {
+    for (int64_t u = S->u_min; u < S->nunits; u++) {
+        const unit_state *us = S->units[u];
+        if (!us) return u * S->nbx; /* not entered yet */
+        for (int64_t bx = 0; bx < S->nbx; bx++)
+            if (us->state[bx] != BLOCK_DONE) return u * S->nbx + bx;
+    }
+    return INT64_MAX;
+}
+
+static bool can_load(const sched *S, size_t *estimate) {
+    if (S->cur_u >= S->nunits) return false;
+    const fuse_slot *slot = &unit_band(S, S->cur_u)->slots[S->cur_s];
+    int64_t g = S->cur_u * S->nbx + slot->bx0;
+    /* What the earliest waiting block needs is always loaded: no stall. */
+    if (g <= earliest_pending(S)) {
+        *estimate = S->fns->strip_estimate(S->fns->user, S->cur_u, slot);
+        return true;
+    }
+    /* Otherwise read ahead by about one band (the next band's strips load
+     * while this one blends), within the byte budget. */
+    if (g > earliest_unfinished(S) + S->nbx + S->lookahead) return false;
+    *estimate = S->fns->strip_estimate(S->fns->user, S->cur_u, slot);
+    return S->held + *estimate <= S->budget;
+}
+
+static void fail_locked(sched *S, const ts_error *e) {
+    if (!S->failed) {
+        S->failed = true;
+        S->error = *e;
+    }
+    pthread_cond_broadcast(&S->cv);
+}
+
+static void do_load(sched *S, size_t estimate) {
+    int64_t u = S->cur_u;
+    int s = S->cur_s++;
+    S->held += estimate;
+    S->loads_in_flight++;
+    ts_error e;
+    ts_error_clear(&e);
+    if (cursor_settle(S) != TS_OK) {
+        e = S->error;
+        S->loads_in_flight--;
+        fail_locked(S, &e);
+        return;
+    }
+    const fuse_band *band = unit_band(S, u);
+    const fuse_slot *slot = &band->slots[s];
+    fuse_strip strip;
+    memset(&strip, 0, sizeof strip);
+    pthread_mutex_unlock(&S->mu);
+    ts_status st = S->fns->load(S->fns->user, u, slot, &strip, &e);
+    pthread_mutex_lock(&S->mu);
+    S->loads_in_flight--;
+    S->held = S->held - estimate + strip.bytes;
+    if (S->held > S->peak) S->peak = S->held;
+    if (st != TS_OK) { free(strip.data); fail_locked(S, &e); return; }
+    S->strips_loaded++;
+    unit_state *us = S->units[u];
+    us->strips[s] = strip;
+    for (int64_t bx = slot->bx0; bx <= slot->bx1; bx++)
+        if (--us->pending[bx] == 0) { us->state[bx] = BLOCK_READY; S->ready++; }
+    pthread_cond_broadcast(&S->cv);
+}
+
+static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
+    unit_state *us = S->units[u];
+    const fuse_band *band = unit_band(S, u);
+    us->state[bx] = BLOCK_RUNNING;
+    S->ready--;
+    int a = band->block_start[bx], n = band->block_start[bx + 1] - a;
+    const fuse_strip **strips = malloc((n ? (size_t)n : 1) * sizeof *strips);
+    if (!strips) { ts_error e; ts_fail(&e, TS_ERR_NOMEM, "block strips"); fail_locked(S, &e); return; }
+    for (int k = 0; k < n; k++) strips[k] = &us->strips[band->block_slots[a + k]];
+    ts_error e;
+    ts_error_clear(&e);
+    pthread_mutex_unlock(&S->mu);
+    ts_status st = S->fns->process(S->fns->user, worker, u, bx, strips, n, &e);
+    pthread_mutex_lock(&S->mu);
+    free(strips);
+    if (st != TS_OK) { fail_locked(S, &e); return; }
+    us->state[bx] = BLOCK_DONE;
+    for (int k = 0; k < n; k++) {
+        int s = band->block_slots[a + k];
+        if (--us->refs[s] == 0) {
+            S->held -= us->strips[s].bytes;
+            free(us->strips[s].data);
+            us->strips[s].data = NULL;
+        }
+    }
+    S->done++;
+    if (++us->blocks_done == S->nbx) {
+        unit_free(us, band);
+        S->units[u] = NULL;
+    }
+    while (S->u_min < S->nunits && S->u_min < S->cur_u && !S->units[S->u_min]) S->u_min++;
+    if (S->progress) S->progress(S->progress_user, S->stage, S->done, S->total);
+    pthread_cond_broadcast(&S->cv);
+}
+
+static int worker_main(void *user, int64_t index, int worker) {
+    (void)index;
+    sched *S = user;
+    pthread_mutex_lock(&S->mu);
+    while (!S->failed && S->done < S->total) {
+        int64_t u = 0, bx = 0;
+        size_t estimate = 0;
+        bool have_block = find_ready(S, &u, &bx);
+        bool loadable = can_load(S, &estimate);
+        /* Keep one reader ahead while blocks are ready; all read when none is. */
+        if (have_block && (!loadable || S->loads_in_flight > 0)) do_block(S, worker, u, bx);
+        else if (loadable) do_load(S, estimate);
+        else if (have_block) do_block(S, worker, u, bx);
+        else pthread_cond_wait(&S->cv, &S->mu);
+    }
+    int r = S->failed ? 1 : 0;
+    pthread_mutex_unlock(&S->mu);
+    return r;
+}
+
+ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
+                            ts_pool *pool, size_t budget, ts_progress_fn progress,
+                            void *progress_user, const char *stage, fuse_pipeline_stats *stats,
+                            ts_error *err) {
+    sched S;
+    memset(&S, 0, sizeof S);
+    S.plan = plan;
+    S.fns = fns;
+    S.nunits = nunits;
+    S.nbx = plan->L.nbx;
+    S.budget = budget;
+    S.total = nunits * S.nbx;
+    S.progress = progress;
+    S.progress_user = progress_user;
+    S.stage = stage;
+    if (nunits <= 0 || plan->nbands <= 0) return TS_OK;
+    S.units = calloc((size_t)nunits, sizeof *S.units);
+    if (!S.units) return ts_fail(err, TS_ERR_NOMEM, "pipeline of %lld units", (long long)nunits);
+    pthread_mutex_init(&S.mu, NULL);
+    pthread_cond_init(&S.cv, NULL);
+    ts_status st = cursor_settle(&S);
+    if (st == TS_OK) {
+        if (progress) progress(progress_user, stage, 0, S.total);
+        int n = ts_pool_size(pool);
+        S.lookahead = 2 * (int64_t)n;
+        ts_pool_for(pool, n, worker_main, &S);
+        if (S.failed) st = S.error.code != TS_OK ? S.error.code : TS_ERR_INTERNAL;
+    }
+    if (st != TS_OK && err) *err = S.error;
+    for (int64_t u = 0; u < nunits; u++) unit_free(S.units[u], unit_band(&S, u));
+    free(S.units);
+    pthread_mutex_destroy(&S.mu);
+    pthread_cond_destroy(&S.cv);
+    if (stats) {
+        stats->strips_loaded = S.strips_loaded;
+        stats->blocks_done = S.done;
+        stats->peak_strip_bytes = S.peak;
+    }
+    return st;
+}

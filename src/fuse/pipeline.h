@@ -1,0 +1,63 @@
+/*
+ * The fuse pipeline: a scheduler that streams tile strips in and blocks out
+ * under a memory bound, with every thread doing whichever stage is due.
+ *
+ * Work is a sequence of *units* (one per (t, z, band)); unit u covers band
+ * u % nbands of the plan. A unit's strips (one per plan slot: the rows of a
+ * tile that fall in the band, all channels) are loaded in plan order, i.e.
+ * by first block, so the blocks of a band become ready from left to right;
+ * a block is blended, encoded and written as soon as its strips are in, and
+ * a strip is freed when the last block using it is done. Loading runs ahead
+ * (into the next band and beyond) while earlier blocks blend, as far as the
+ * byte budget allows. So each tile is read once per band, peak memory is
+ * set by the budget and block size (not by the canvas), and reads, blending,
+ * encoding and writes overlap across threads. The result of a block depends
+ * only on its strips, blended in tile order: identical bytes whatever the
+ * thread count or timing.
+ */
+#ifndef TS_FUSE_PIPELINE_H
+#define TS_FUSE_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/pool.h"
+#include "fuse/plan.h"
+#include "tessera/tessera.h"
+
+typedef struct fuse_strip {
+    int64_t r0, r1;  /* oriented tile rows held */
+    int64_t w;       /* oriented tile width */
+    int nc;          /* channels held; 0 = the tile has no plane for this (t, z) */
+    float *data;     /* nc x (r1 - r0) x w */
+    size_t bytes;
+} fuse_strip;
+
+typedef struct fuse_stage_fns {
+    /* Estimated bytes of a strip before loading (for the budget). */
+    size_t (*strip_estimate)(void *user, int64_t unit, const fuse_slot *slot);
+    /* Loads one strip (fills *strip, data malloc'd). */
+    ts_status (*load)(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
+                      ts_error *err);
+    /* Blends, encodes and writes block bx of unit `unit`. strips[k] is the
+     * strip of slot band->block_slots[band->block_start[bx] + k]. */
+    ts_status (*process)(void *user, int worker, int64_t unit, int64_t bx,
+                         const fuse_strip *const *strips, int nstrips, ts_error *err);
+    void *user;
+} fuse_stage_fns;
+
+typedef struct fuse_pipeline_stats {
+    int64_t strips_loaded;
+    int64_t blocks_done;
+    size_t peak_strip_bytes;
+} fuse_pipeline_stats;
+
+/* Runs units [0, nunits) of plan on pool's threads. budget bounds the bytes
+ * of strips held (except that the strips the earliest waiting block needs
+ * are always loaded, so the pipeline cannot stall). */
+ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
+                            ts_pool *pool, size_t budget, ts_progress_fn progress,
+                            void *progress_user, const char *stage, fuse_pipeline_stats *stats,
+                            ts_error *err);
+
+#endif

@@ -1,0 +1,220 @@
+/* The fuse planner: geometry only (see plan.h). */
+#include "fuse/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+/* A canvas side beyond this is an absurd shift, not a mosaic (2^31 px is
+ * ~1.4 km at 0.65 um/px). */
+#define FUSE_MAX_SIDE ((int64_t)1 << 31)
+
+ts_status fuse_canvas(const fuse_tile *tiles, int ntiles, int64_t *h, int64_t *w, ts_error *err) {
+    int64_t H = 0, W = 0;
+    for (int i = 0; i < ntiles; i++) {
+        const fuse_tile *t = &tiles[i];
+        if (t->oy < 0 || t->ox < 0)
+            return ts_fail(err, TS_ERR_NUMERIC, "tile %d has a negative origin [%lld, %lld]", i,
+                           (long long)t->oy, (long long)t->ox);
+        if (t->oy > FUSE_MAX_SIDE || t->ox > FUSE_MAX_SIDE)
+            return ts_fail(err, TS_ERR_NUMERIC, "tile %d has an absurd origin [%lld, %lld]", i,
+                           (long long)t->oy, (long long)t->ox);
+        if (t->oy + t->h > H) H = t->oy + t->h;
+        if (t->ox + t->w > W) W = t->ox + t->w;
+    }
+    if (H <= 0 || W <= 0) return ts_fail(err, TS_ERR_ARG, "no tiles to fuse (empty canvas)");
+    *h = H;
+    *w = W;
+    return TS_OK;
+}
+
+size_t fuse_block_bytes(const fuse_sizing *s, int64_t block) {
+    size_t px = (size_t)block * (size_t)block;
+    /* level-0 output + pyramid levels (<= 1/3 more) + the encoded copy the
+     * zarr layer makes + one plane of num/den float32. */
+    size_t out = px * (size_t)s->C * s->out_elem;
+    return out + out / 3 + out + px * 8;
+}
+
+size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block) {
+    /* Tiles touching a block cover at most (block + tile) on each side;
+     * their strips are float32 per channel, plus the raw read buffer. */
+    size_t sy = (size_t)(block + s->tile_h), sx = (size_t)(block + s->tile_w);
+    return sy * sx * (size_t)s->C * 4 + (size_t)s->tile_h * (size_t)s->tile_w * (size_t)s->C * 4;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) { int64_t t = a % b; a = b; b = t; }
+    return a;
+}
+
+ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) {
+    memset(L, 0, sizeof *L);
+    if (s->chunk <= 0) return ts_fail(err, TS_ERR_ARG, "chunk size %d must be positive", s->chunk);
+    if (s->shard < 0) return ts_fail(err, TS_ERR_ARG, "shard size %d must be >= 0", s->shard);
+    if (s->levels < 0 || s->levels > 16)
+        return ts_fail(err, TS_ERR_ARG, "pyramid levels %d not in [0, 16]", s->levels);
+    int64_t chunk = s->chunk;
+    /* S*chunk must be divisible by 2^levels so every level's blocks align. */
+    int64_t pow2 = (int64_t)1 << s->levels;
+    int64_t s_step = pow2 / gcd64(chunk, pow2);
+    int64_t S;
+    if (s->shard > 0) {
+        S = s->shard;
+        if (S % s_step)
+            return ts_fail(err, TS_ERR_ARG,
+                           "shard of %d chunks of %lld px is not divisible by 2^%d (levels); "
+                           "use a multiple of %lld chunks",
+                           s->shard, (long long)chunk, s->levels, (long long)s_step);
+    } else {
+        int64_t side = s->canvas_h > s->canvas_w ? s->canvas_h : s->canvas_w;
+        int64_t need = (side + chunk - 1) / chunk;
+        S = need < 64 ? need : 64; /* 64 x 64 = 4096 chunks per shard */
+        int threads = s->threads > 0 ? s->threads : 1;
+        while (S > 1) {
+            size_t cost = (size_t)threads * fuse_block_bytes(s, S * chunk) +
+                          (size_t)(threads + 1) * fuse_strip_bytes(s, S * chunk);
+            if (cost <= s->memory) break;
+            S--;
+        }
+        S = (S + s_step - 1) / s_step * s_step;
+    }
+    L->canvas_h = s->canvas_h;
+    L->canvas_w = s->canvas_w;
+    L->C = s->C;
+    L->chunk = chunk;
+    L->block = S * chunk;
+    L->nbands = (s->canvas_h + L->block - 1) / L->block;
+    L->nbx = (s->canvas_w + L->block - 1) / L->block;
+    L->levels = s->levels;
+    if (L->block >> s->levels < 1)
+        return ts_fail(err, TS_ERR_ARG, "block of %lld px is too small for %d pyramid levels",
+                       (long long)L->block, s->levels);
+    return TS_OK;
+}
+
+ts_status fuse_check_band(const fuse_layout *L, int64_t y0, int64_t y1, ts_error *err) {
+    if (L->block <= 0) return ts_fail(err, TS_ERR_INTERNAL, "band check: block size %lld", (long long)L->block);
+    if (y0 < 0 || y1 <= y0 || y1 > L->canvas_h)
+        return ts_fail(err, TS_ERR_INTERNAL, "band [%lld, %lld) is outside the canvas of height %lld",
+                       (long long)y0, (long long)y1, (long long)L->canvas_h);
+    if (y0 % L->block != 0)
+        return ts_fail(err, TS_ERR_INTERNAL,
+                       "band [%lld, %lld) starts at row %lld, not on a shard boundary (shard "
+                       "height %lld): two writers would share a shard and drop chunks",
+                       (long long)y0, (long long)y1, (long long)y0, (long long)L->block);
+    int64_t end = y0 + L->block < L->canvas_h ? y0 + L->block : L->canvas_h;
+    if (y1 != end)
+        return ts_fail(err, TS_ERR_INTERNAL,
+                       "band [%lld, %lld) does not span exactly one shard row [%lld, %lld) "
+                       "(shard height %lld)",
+                       (long long)y0, (long long)y1, (long long)y0, (long long)end,
+                       (long long)L->block);
+    return TS_OK;
+}
+
+static int cmp_slot_load_order(const void *a, const void *b) {
+    const fuse_slot *x = a, *y = b;
+    if (x->bx0 != y->bx0) return x->bx0 < y->bx0 ? -1 : 1;
+    return (x->tile > y->tile) - (x->tile < y->tile);
+}
+
+/* qsort has no context argument: block lists are sorted by tile index via
+ * a key array of (tile, slot) pairs. */
+typedef struct { int tile, slot; } tile_slot;
+static int cmp_tile_slot(const void *a, const void *b) {
+    const tile_slot *x = a, *y = b;
+    return (x->tile > y->tile) - (x->tile < y->tile);
+}
+
+void fuse_plan_free(fuse_plan *p) {
+    if (!p) return;
+    for (int b = 0; b < p->nbands; b++) {
+        free(p->bands[b].slots);
+        free(p->bands[b].block_start);
+        free(p->bands[b].block_slots);
+    }
+    free(p->bands);
+    free(p);
+}
+
+ts_status fuse_plan_build(const fuse_layout *L, const fuse_tile *tiles, int ntiles,
+                          fuse_plan **out, ts_error *err) {
+    *out = NULL;
+    fuse_plan *p = calloc(1, sizeof *p);
+    if (!p) return ts_fail(err, TS_ERR_NOMEM, "fuse plan");
+    p->L = *L;
+    p->nbands = (int)L->nbands;
+    p->bands = calloc((size_t)p->nbands, sizeof *p->bands);
+    int *count = calloc((size_t)p->nbands, sizeof *count);
+    tile_slot *keys = NULL;
+    if (!p->bands || !count) goto nomem;
+    const int64_t B = L->block;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < ntiles; i++) {
+            const fuse_tile *t = &tiles[i];
+            if (t->h <= 0 || t->w <= 0) continue;
+            int64_t b0 = t->oy / B, b1 = (t->oy + t->h - 1) / B;
+            for (int64_t b = b0; b <= b1 && b < p->nbands; b++) {
+                if (pass == 0) { count[b]++; continue; }
+                fuse_band *band = &p->bands[b];
+                fuse_slot *s = &band->slots[band->nslots++];
+                int64_t y0 = b * B, y1 = y0 + B;
+                s->tile = i;
+                s->r0 = (y0 > t->oy ? y0 : t->oy) - t->oy;
+                s->r1 = (y1 < t->oy + t->h ? y1 : t->oy + t->h) - t->oy;
+                s->bx0 = t->ox / B;
+                s->bx1 = (t->ox + t->w - 1) / B;
+                if (s->bx1 >= L->nbx) s->bx1 = L->nbx - 1;
+            }
+        }
+        if (pass == 0)
+            for (int b = 0; b < p->nbands; b++) {
+                p->bands[b].slots = calloc(count[b] ? (size_t)count[b] : 1, sizeof(fuse_slot));
+                if (!p->bands[b].slots) goto nomem;
+            }
+    }
+    for (int b = 0; b < p->nbands; b++) {
+        fuse_band *band = &p->bands[b];
+        band->y0 = b * B;
+        band->y1 = band->y0 + B < L->canvas_h ? band->y0 + B : L->canvas_h;
+        ts_status st = fuse_check_band(L, band->y0, band->y1, err);
+        if (st != TS_OK) { free(count); fuse_plan_free(p); return st; }
+        qsort(band->slots, (size_t)band->nslots, sizeof(fuse_slot), cmp_slot_load_order);
+        band->block_start = calloc((size_t)L->nbx + 1, sizeof(int));
+        int total = 0;
+        for (int s = 0; s < band->nslots; s++) total += (int)(band->slots[s].bx1 - band->slots[s].bx0 + 1);
+        band->block_slots = calloc(total ? (size_t)total : 1, sizeof(int));
+        free(keys);
+        keys = calloc(total ? (size_t)total : 1, sizeof *keys);
+        if (!band->block_start || !band->block_slots || !keys) goto nomem;
+        for (int s = 0; s < band->nslots; s++)
+            for (int64_t bx = band->slots[s].bx0; bx <= band->slots[s].bx1; bx++)
+                band->block_start[bx + 1]++;
+        for (int64_t bx = 0; bx < L->nbx; bx++) band->block_start[bx + 1] += band->block_start[bx];
+        int *fillp = calloc((size_t)L->nbx, sizeof(int));
+        if (!fillp) goto nomem;
+        for (int s = 0; s < band->nslots; s++)
+            for (int64_t bx = band->slots[s].bx0; bx <= band->slots[s].bx1; bx++) {
+                int k = band->block_start[bx] + fillp[bx]++;
+                keys[k].tile = band->slots[s].tile;
+                keys[k].slot = s;
+            }
+        free(fillp);
+        for (int64_t bx = 0; bx < L->nbx; bx++) {
+            int a = band->block_start[bx], e = band->block_start[bx + 1];
+            qsort(keys + a, (size_t)(e - a), sizeof *keys, cmp_tile_slot);
+            for (int k = a; k < e; k++) band->block_slots[k] = keys[k].slot;
+        }
+    }
+    free(keys);
+    free(count);
+    *out = p;
+    return TS_OK;
+nomem:
+    free(keys);
+    free(count);
+    fuse_plan_free(p);
+    return ts_fail(err, TS_ERR_NOMEM, "fuse plan for %d tiles", ntiles);
+}

@@ -1,0 +1,100 @@
+/*
+ * The fuse planner: canvas, storage blocks, Y bands, and which tiles touch
+ * which band and block. Pure geometry, no I/O, so it is unit-tested alone.
+ *
+ * Vocabulary. A *block* is the unit one worker blends and writes: all
+ * channels of one (t, z) over a square of block x block canvas pixels. In
+ * OME-Zarr 0.5 a block is exactly one shard (1, C, 1, block, block); in 0.4
+ * it is written as its (1,1,1,chunk,chunk) chunks. A *band* is one row of
+ * blocks. Bands are block-aligned by construction and fuse_check_band
+ * asserts it before anything is written: two writers touching one shard
+ * would silently drop each other's chunks (seed PR 18).
+ */
+#ifndef TS_FUSE_PLAN_H
+#define TS_FUSE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+
+/* One tile as placed on the canvas (after orientation). */
+typedef struct fuse_tile {
+    int position;          /* index of the position in the plate well */
+    int64_t oy, ox;        /* integer canvas origin */
+    int64_t h, w;          /* oriented size */
+    int64_t raw_h, raw_w;  /* stored size */
+    int64_t T, C, Z;
+    ts_dtype dtype;
+    int shape_id;          /* index of its (h, w) in the weights cache */
+} fuse_tile;
+
+typedef struct fuse_layout {
+    int64_t canvas_h, canvas_w;
+    int64_t T, C, Z;       /* output extents (T: the array's, possibly > written) */
+    int64_t chunk;         /* inner chunk side (0.5) or chunk side (0.4), px */
+    int64_t block;         /* block side, px: a multiple of chunk */
+    int64_t nbands, nbx;   /* blocks along Y and X */
+    int levels;            /* extra pyramid levels */
+} fuse_layout;
+
+/* Canvas size = max(origin + size) over tiles; TS_ERR_NUMERIC for negative
+ * origins or absurd sizes. */
+ts_status fuse_canvas(const fuse_tile *tiles, int ntiles, int64_t *h, int64_t *w, ts_error *err);
+
+/* Inputs of the block-size choice. */
+typedef struct fuse_sizing {
+    int64_t canvas_h, canvas_w;
+    int64_t C;
+    int64_t tile_h, tile_w;   /* largest oriented tile */
+    size_t out_elem;          /* 2 (uint16) or 4 (float32) */
+    int chunk;                /* px */
+    int shard;                /* chunks per block side; 0 = auto */
+    int levels;
+    int threads;
+    size_t memory;            /* working-memory bound, bytes */
+} fuse_sizing;
+
+/* Working memory of one worker for a block of side `block` px, and the
+ * tile strips a block needs, as the pipeline allocates them. */
+size_t fuse_block_bytes(const fuse_sizing *s, int64_t block);
+size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block);
+
+/* Fills the layout: block = S * chunk with S = shard if given, else the
+ * largest S <= 64 (4096 chunks per shard) that the canvas needs and that
+ * fits the memory bound, and a multiple of 2^levels. */
+ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err);
+
+/* Asserts that the band [y0, y1) starts on a block (shard) boundary and
+ * spans exactly one block row (the last one may be shorter, ending at the
+ * canvas edge). */
+ts_status fuse_check_band(const fuse_layout *L, int64_t y0, int64_t y1, ts_error *err);
+
+/* A tile's part in one band. */
+typedef struct fuse_slot {
+    int tile;              /* index into the tile array */
+    int64_t r0, r1;        /* oriented tile rows that fall in the band */
+    int64_t bx0, bx1;      /* blocks [bx0, bx1] it overlaps */
+} fuse_slot;
+
+typedef struct fuse_band {
+    int64_t y0, y1;
+    int nslots;
+    fuse_slot *slots;      /* sorted by (bx0, tile): the order strips are loaded */
+    /* Per block bx: slot indices sorted by tile index (the fixed blending
+     * order that makes the output independent of thread timing). */
+    int *block_start;      /* nbx + 1 offsets into block_slots */
+    int *block_slots;
+} fuse_band;
+
+typedef struct fuse_plan {
+    fuse_layout L;
+    int nbands;
+    fuse_band *bands;
+} fuse_plan;
+
+ts_status fuse_plan_build(const fuse_layout *L, const fuse_tile *tiles, int ntiles,
+                          fuse_plan **out, ts_error *err);
+void fuse_plan_free(fuse_plan *p);
+
+#endif

@@ -1,0 +1,113 @@
+/* The tiles of one well: names matched between the shifts file and the
+ * plate, stored shapes read from each tile's array metadata (in parallel),
+ * oriented sizes and integer origins. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/orient.h"
+#include "fuse/fuse_internal.h"
+#include "shifts/name_index.h"
+#include "shifts/shifts.h"
+
+typedef struct meta_job {
+    fuse_well *W;
+    ts_error *errors; /* per worker */
+} meta_job;
+
+static int read_tile_meta(void *user, int64_t i, int worker) {
+    meta_job *J = user;
+    fuse_well *W = J->W;
+    fuse_tile *t = &W->tiles[i];
+    ts_error *err = &J->errors[worker];
+    tz_array *arr = NULL;
+    const ts_well_info *well = &W->plate->wells[W->w];
+    if (ts_plate_open_array(W->plate, W->w, t->position, 0, &arr, err) != TS_OK) return 1;
+    const tz_array_meta *m = tz_array_get_meta(arr);
+    int rc = 0;
+    if (m->ndim == 5) {
+        t->T = m->shape[0], t->C = m->shape[1], t->Z = m->shape[2];
+        t->raw_h = m->shape[3], t->raw_w = m->shape[4];
+    } else if (m->ndim == 2) {
+        t->T = t->C = t->Z = 1;
+        t->raw_h = m->shape[0], t->raw_w = m->shape[1];
+    } else {
+        ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: array has %d dimensions, expected 5 (t, c, z, y, x)",
+                W->plate->path, well->path, well->positions[t->position], m->ndim);
+        rc = 1;
+    }
+    t->dtype = m->dtype;
+    if (!rc && (t->raw_h <= 0 || t->raw_w <= 0 || t->T <= 0 || t->C <= 0 || t->Z <= 0)) {
+        ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: empty tile", W->plate->path, well->path,
+                well->positions[t->position]);
+        rc = 1;
+    }
+    tz_array_close(arr);
+    ts_orient_shape(&W->orient, t->raw_h, t->raw_w, &t->h, &t->w);
+    return rc;
+}
+
+ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, ts_error *err) {
+    const ts_well_shifts *ws = well_shifts;
+    const ts_well_info *well = &W->plate->wells[W->w];
+    ts_name_index *ix = ts_name_index_new();
+    if (!ix) return ts_fail(err, TS_ERR_NOMEM, "position index of well %s", well->path);
+    for (int p = 0; p < well->npositions; p++)
+        if (!ts_name_index_add(ix, (const char (*)[32])well->positions, p)) {
+            ts_name_index_free(ix);
+            return ts_fail(err, TS_ERR_NOMEM, "position index of well %s", well->path);
+        }
+    W->tiles = calloc(ws->ntiles ? (size_t)ws->ntiles : 1, sizeof *W->tiles);
+    if (!W->tiles) { ts_name_index_free(ix); return ts_fail(err, TS_ERR_NOMEM, "tiles of well %s", well->path); }
+    W->ntiles = 0;
+    int64_t min_y = INT64_MAX, min_x = INT64_MAX;
+    for (int i = 0; i < ws->ntiles; i++) {
+        if (ws->has_origin && !ws->has_origin[i]) continue;
+        const char *name = ws->tiles[i];
+        int p = ts_name_index_find(ix, (const char (*)[32])well->positions, name, strlen(name));
+        if (p < 0) {
+            ts_name_index_free(ix);
+            return ts_fail(err, TS_ERR_ARG, "shifts tile %s/%s is not a position of plate %s",
+                           well->path, name, W->plate->path);
+        }
+        fuse_tile *t = &W->tiles[W->ntiles++];
+        t->position = p;
+        t->oy = ws->origin[i][0];
+        t->ox = ws->origin[i][1];
+        if (t->oy < min_y) min_y = t->oy;
+        if (t->ox < min_x) min_x = t->ox;
+    }
+    ts_name_index_free(ix);
+    if (W->ntiles == 0) return ts_fail(err, TS_ERR_ARG, "well %s: no tile has a position in the shifts file", well->path);
+    /* Origins are "min over the well = 0"; tolerate files that are not. */
+    for (int i = 0; i < W->ntiles; i++) {
+        W->tiles[i].oy -= min_y;
+        W->tiles[i].ox -= min_x;
+    }
+    int nworkers = ts_pool_size(pool);
+    meta_job J = {W, calloc((size_t)nworkers, sizeof(ts_error))};
+    if (!J.errors) return ts_fail(err, TS_ERR_NOMEM, "tile metadata");
+    int rc = ts_pool_for(pool, W->ntiles, read_tile_meta, &J);
+    if (rc) {
+        for (int k = 0; k < nworkers; k++)
+            if (J.errors[k].code != TS_OK) { *err = J.errors[k]; break; }
+        free(J.errors);
+        return err ? err->code : TS_ERR_IO;
+    }
+    free(J.errors);
+    /* Output T/C/Z by policy; all tiles must share a dtype. */
+    int64_t T = W->tiles[0].T, C = W->tiles[0].C, Z = W->tiles[0].Z;
+    for (int i = 1; i < W->ntiles; i++) {
+        const fuse_tile *t = &W->tiles[i];
+        if (W->opt->tcz == TS_TCZ_MAX) {
+            if (t->T > T) T = t->T;
+            if (t->C > C) C = t->C;
+            if (t->Z > Z) Z = t->Z;
+        } else {
+            if (t->T < T) T = t->T;
+            if (t->C < C) C = t->C;
+            if (t->Z < Z) Z = t->Z;
+        }
+    }
+    W->L.T = T, W->L.C = C, W->L.Z = Z;
+    return TS_OK;
+}
