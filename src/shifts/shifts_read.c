@@ -39,7 +39,26 @@ typedef struct reader {
     ts_shifts *s;
     pending *pend; /* per well, grown with s->wells */
     int pend_cap;
+    /* Context of the value being read in the hot loops, formatted only when
+     * an error needs it (ctx == NULL in the readers below). */
+    const char *c_section;
+    const char *c_key; /* total_translation / positions key */
+    int c_well, c_index, c_ta, c_tb; /* pairs: well, pair index, tiles (-1 = unknown) */
+    char c_buf[256];
 } reader;
+
+static const char *lazy_ctx(reader *r, const char *ctx) {
+    if (ctx) return ctx;
+    if (r->c_key) {
+        snprintf(r->c_buf, sizeof r->c_buf, "%s %s", r->c_section, r->c_key);
+    } else {
+        const ts_well_shifts *w = &r->s->wells[r->c_well];
+        int n = snprintf(r->c_buf, sizeof r->c_buf, "%s %s [%d]", r->c_section, w->well, r->c_index);
+        if (r->c_ta >= 0 && r->c_tb >= 0 && n > 0 && (size_t)n < sizeof r->c_buf)
+            snprintf(r->c_buf + n, sizeof r->c_buf - (size_t)n, " (%s -> %s)", w->tiles[r->c_ta], w->tiles[r->c_tb]);
+    }
+    return r->c_buf;
+}
 
 static ts_status fail_at(reader *r, const char *fmt, ...) TS_PRINTF(2, 3);
 static ts_status fail_at(reader *r, const char *fmt, ...) {
@@ -104,11 +123,13 @@ static ts_status skip_node(reader *r) {
 
 /* Reads a finite number from the current scalar; ctx names the key. */
 static ts_status read_number(reader *r, const char *ctx, double *out) {
+    if (!is(r, YAML_SCALAR_EVENT) || r->ev.data.scalar.length == 0 || r->ev.data.scalar.length > 60) ctx = lazy_ctx(r, ctx);
     if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a number", ctx);
     const char *v = scalar(r);
     char *end;
     errno = 0;
     double d = strtod(v, &end);
+    if (end == v || *end != '\0' || !isfinite(d)) ctx = lazy_ctx(r, ctx);
     if (end == v || *end != '\0') {
         const char *p = v + (*v == '-' || *v == '+');
         if (strcasecmp(p, ".nan") == 0) return fail_at(r, "%s: value is NaN", ctx);
@@ -142,13 +163,14 @@ static ts_status read_bool(reader *r, const char *ctx, bool *out) {
 
 /* [a, b] */
 static ts_status read_vec2(reader *r, const char *ctx, double out[2]) {
-    ts_status st = expect(r, YAML_SEQUENCE_START_EVENT, "a list [y, x]", ctx);
+    if (!is(r, YAML_SEQUENCE_START_EVENT)) return fail_at(r, "%s: expected a list [y, x]", lazy_ctx(r, ctx));
+    ts_status st = next(r);
     for (int i = 0; !st && i < 2; i++) {
-        if (is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers", ctx);
+        if (is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers", lazy_ctx(r, ctx));
         st = read_number(r, ctx, &out[i]);
     }
     if (st) return st;
-    if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers, got more", ctx);
+    if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers, got more", lazy_ctx(r, ctx));
     return next(r);
 }
 
@@ -186,7 +208,7 @@ static ts_status tile_key(reader *r, const char *key, int well_hint, const char 
         if (well_hint >= 0) {
             const char *hint = r->s->wells[well_hint].well;
             if (strlen(hint) != wl || strncmp(hint, key, wl) != 0)
-                return fail_at(r, "%s: tile '%.80s' is not in well %s", ctx, key, hint);
+                return fail_at(r, "%s: tile '%.80s' is not in well %s", lazy_ctx(r, ctx), key, hint);
         } else {
             /* Keys of one well come together: try the last well first. */
             w = -1;
@@ -195,14 +217,14 @@ static ts_status tile_key(reader *r, const char *key, int well_hint, const char 
                 if (strlen(last) == wl && strncmp(last, key, wl) == 0) w = r->s->nwells - 1;
             }
             if (w < 0) w = add_well(r, key, wl);
-            if (w < 0) return fail_at(r, "%s: bad well name in '%.80s'", ctx, key);
+            if (w < 0) return fail_at(r, "%s: bad well name in '%.80s'", lazy_ctx(r, ctx), key);
         }
         tile = slash + 1;
     } else if (well_hint < 0) {
-        return fail_at(r, "%s: key '%.80s' is not WELL/POSITION (e.g. A/1/000000)", ctx, key);
+        return fail_at(r, "%s: key '%.80s' is not WELL/POSITION (e.g. A/1/000000)", lazy_ctx(r, ctx), key);
     }
     int t = ts_shifts_add_tile_n(r->s, w, tile, strlen(tile));
-    if (t < 0) return fail_at(r, "%s: bad position name '%.80s'", ctx, key);
+    if (t < 0) return fail_at(r, "%s: bad position name '%.80s'", lazy_ctx(r, ctx), key);
     *w_out = w;
     *t_out = t;
     return TS_OK;
@@ -214,16 +236,20 @@ static ts_status read_tile_vectors(reader *r, const char *section, bool origins)
     ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL/POSITION: [y, x]", section);
     while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
         if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a WELL/POSITION key", section);
-        char key[128], ctx[160];
-        snprintf(key, sizeof key, "%s", scalar(r));
-        snprintf(ctx, sizeof ctx, "%s %s", section, key);
+        char key[128];
+        size_t kl = r->ev.data.scalar.length;
+        if (kl >= sizeof key) return fail_at(r, "%s: key '%.60s...' too long", section, scalar(r));
+        memcpy(key, scalar(r), kl + 1);
+        r->c_section = section;
+        r->c_key = key;
         int w, t;
-        if ((st = tile_key(r, key, -1, ctx, &w, &t)) || (st = next(r))) return st;
+        if ((st = tile_key(r, key, -1, section, &w, &t)) || (st = next(r))) return st;
         double v[2];
-        if ((st = read_vec2(r, ctx, v))) return st;
+        if ((st = read_vec2(r, NULL, v))) return st;
+        const char *ctx = key;
         ts_well_shifts *ws = &r->s->wells[w];
         if (origins) {
-            if (fabs(v[0]) > 1e15 || fabs(v[1]) > 1e15) return fail_at(r, "%s: absurd origin", ctx);
+            if (fabs(v[0]) > 1e15 || fabs(v[1]) > 1e15) return fail_at(r, "%s %s: absurd origin", section, ctx);
             ws->origin[t][0] = llround(v[0]);
             ws->origin[t][1] = llround(v[1]);
             ws->has_origin[t] = true;
@@ -233,6 +259,7 @@ static ts_status read_tile_vectors(reader *r, const char *section, bool origins)
             ws->position[t][1] = v[1];
         }
     }
+    r->c_key = NULL;
     return st ? st : next(r);
 }
 
@@ -343,22 +370,30 @@ static ts_status read_pairs(reader *r) {
         snprintf(ctx, sizeof ctx, "pairs %s", r->s->wells[w].well);
         if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list of [a, b, dy, dx, c]", ctx))) return st;
         int index = 0;
+        r->c_section = "pairs";
+        r->c_key = NULL;
+        r->c_well = w;
         while (!is(r, YAML_SEQUENCE_END_EVENT)) {
-            snprintf(ctx, sizeof ctx, "pairs %s [%d]", r->s->wells[w].well, index);
-            if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "[a, b, dy, dx, c]", ctx))) return st;
+            r->c_index = index;
+            r->c_ta = r->c_tb = -1;
+            if (!is(r, YAML_SEQUENCE_START_EVENT)) return fail_at(r, "%s: expected [a, b, dy, dx, c]", lazy_ctx(r, NULL));
+            if ((st = next(r))) return st;
             int t[2], wt;
             for (int k = 0; k < 2; k++) {
-                if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a tile name", ctx);
+                if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a tile name", lazy_ctx(r, NULL));
                 char key[128];
-                snprintf(key, sizeof key, "%s", scalar(r));
-                if ((st = tile_key(r, key, w, ctx, &wt, &t[k])) || (st = next(r))) return st;
+                size_t kl = r->ev.data.scalar.length;
+                if (kl >= sizeof key) return fail_at(r, "%s: tile name too long", lazy_ctx(r, NULL));
+                memcpy(key, scalar(r), kl + 1);
+                if ((st = tile_key(r, key, w, NULL, &wt, &t[k])) || (st = next(r))) return st;
             }
-            snprintf(ctx, sizeof ctx, "pairs %s [%d] (%s -> %s)", r->s->wells[w].well, index,
-                     r->s->wells[w].tiles[t[0]], r->s->wells[w].tiles[t[1]]);
+            r->c_ta = t[0];
+            r->c_tb = t[1];
             double dy, dx, c = 1.0;
-            if ((st = read_number(r, ctx, &dy)) || (st = read_number(r, ctx, &dx))) return st;
-            if (!is(r, YAML_SEQUENCE_END_EVENT) && (st = read_number(r, ctx, &c))) return st;
-            if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected [a, b, dy, dx, c]", ctx);
+            if ((st = read_number(r, NULL, &dy)) || (st = read_number(r, NULL, &dx))) return st;
+            if (!is(r, YAML_SEQUENCE_END_EVENT) && (st = read_number(r, NULL, &c))) return st;
+            if (!is(r, YAML_SEQUENCE_END_EVENT))
+                return fail_at(r, "%s: expected [a, b, dy, dx, c]", lazy_ctx(r, NULL));
             if ((st = next(r))) return st;
             if (ts_shifts_add_pair(r->s, w, t[0], t[1], dy, dx, c) < 0)
                 return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
