@@ -66,7 +66,7 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
         int p = ts_name_index_find(ix, (const char (*)[32])well->positions, name, strlen(name));
         if (p < 0) {
             ts_name_index_free(ix);
-            return ts_fail(err, TS_ERR_ARG, "shifts tile %s/%s is not a position of plate %s",
+            return ts_fail(err, TS_ERR_FORMAT, "shifts tile %s/%s is not a position of plate %s",
                            well->path, name, W->plate->path);
         }
         fuse_tile *t = &W->tiles[W->ntiles++];

@@ -1,0 +1,272 @@
+"""tessera fuse against an independent NumPy/SciPy reference of the same
+formula (fuse_reference.py), on small plates written with zarr-python; the
+outputs are read back with zarr-python (0.4) and zarrita (0.5), and their
+metadata validated against the OME-NGFF schemas."""
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fuse_reference as R  # noqa: E402
+
+BIN = os.environ.get("TESSERA_BIN", "tessera")
+TMP = tempfile.mkdtemp(prefix="fuse_interop_", dir=os.environ.get("TESSERA_TEST_TMP"))
+FAILS = []
+
+
+def run(*args, expect=0):
+    p = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True)
+    if p.returncode != expect:
+        raise AssertionError("tessera %s: exit %d (want %d)\n%s%s" % (
+            " ".join(map(str, args)), p.returncode, expect, p.stdout, p.stderr))
+    return p
+
+
+def case(fn):
+    try:
+        fn()
+        print("ok   ", fn.__name__)
+    except Exception as e:  # report every case, fail at the end
+        import traceback
+        traceback.print_exc()
+        print("FAIL ", fn.__name__, e)
+        FAILS.append(fn.__name__)
+    return fn
+
+
+def compare_u16(got, ref, what):
+    assert got.shape == ref.shape, "%s: shape %s != reference %s" % (what, got.shape, ref.shape)
+    d = np.abs(got.astype(np.int64) - ref.astype(np.int64))
+    assert d.max() <= 1, "%s: max |diff| %d grey levels at %s" % (what, d.max(), np.unravel_index(d.argmax(), d.shape))
+    assert ((got == 0) == (ref == 0)).all(), "%s: uncovered pixels differ" % what
+
+
+def compare_f32(got, ref, what):
+    assert got.shape == ref.shape, "%s: shape %s != reference %s" % (what, got.shape, ref.shape)
+    err = np.abs(got.astype(np.float64) - ref)
+    tol = 1e-5 * np.abs(ref)
+    assert (err <= tol).all(), "%s: max relative error %.3g" % (what, (err / np.maximum(np.abs(ref), 1e-30)).max())
+
+
+def fresh(name):
+    d = os.path.join(TMP, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+@case
+def edt_formula_matches_scipy():
+    for h, w in [(1, 1), (2, 5), (7, 7), (48, 64), (33, 20)]:
+        y, x = np.mgrid[0:h, 0:w]
+        d = np.minimum(np.minimum(y, x), np.minimum(h - 1 - y, w - 1 - x))
+        assert np.array_equal(R.edt_distance(h, w), d), (h, w)
+
+
+@case
+def square_tiles_04_zarr_python():
+    d = fresh("square")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(40, 40), grid=(3, 3))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    out = os.path.join(d, "o.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--format", "0.4",
+        "--chunk", "16", "--codec", "blosc-lz4", "--threads", "2")
+    raws, origins, _ = info["A/1"]
+    _, ref = R.fuse(raws, origins)
+    compare_u16(R.read_output(out, "A/1"), ref, "square 0.4")
+    R.validate_ngff(out, ["A/1"], "0.4")
+
+
+@case
+def nonsquare_rot90_multichannel_05_zarrita_pyramid():
+    d = fresh("rot")
+    orient = (False, True, 1)
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(36, 52), grid=(3, 2),
+                         tcz=(2, 2, 2), orientation=orient, overlap=(9, 11))
+    # orientation recorded in the shifts file; no flags on the command line
+    R.write_shifts(os.path.join(d, "s.yaml"), info, orientation=orient)
+    out = os.path.join(d, "o.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out,
+        "--chunk", "8", "--shard", "4", "--levels", "2", "--threads", "2")
+    raws, origins, _ = info["A/1"]
+    _, ref = R.fuse(raws, origins, orientation=orient)
+    got = R.read_output(out, "A/1", 0)
+    compare_u16(got, ref, "rot90 level 0")
+    prev_got, prev_ref = got, ref
+    for k in (1, 2):
+        lk = R.read_output(out, "A/1", k)
+        assert np.array_equal(lk, R.downsample(prev_got)), "level %d is not the 2x mean of level %d" % (k, k - 1)
+        prev_ref = R.downsample(prev_ref)
+        compare_u16(lk, prev_ref, "level %d" % k)
+        prev_got = lk
+    R.validate_ngff(out, ["A/1"], "0.5")
+    # channel names and scale carried over from the first position
+    attrs = R._attrs(os.path.join(out, "A/1/0"))["ome"]
+    labels = [c["label"] for c in attrs["omero"]["channels"]]
+    assert labels == ["ch0-A1", "ch1-A1"], labels
+    scale = attrs["multiscales"][0]["datasets"][1]["coordinateTransformations"][0]["scale"]
+    assert np.allclose(scale, [1, 1, 2, 1.3, 1.3]), scale
+
+
+@case
+def flips_given_as_flags():
+    d = fresh("flip")
+    orient = (True, True, 3)
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(30, 44), grid=(2, 3),
+                         orientation=orient)
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    out = os.path.join(d, "o.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--format", "0.4",
+        "--flipud", "--fliplr", "--rot90", "3", "--chunk", "16")
+    raws, origins, _ = info["A/1"]
+    _, ref = R.fuse(raws, origins, orientation=orient)
+    compare_u16(R.read_output(out, "A/1"), ref, "flipud+fliplr+rot90=3")
+
+
+@case
+def float32_edt_exponent_and_average():
+    d = fresh("f32")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 40), grid=(3, 2), tcz=(1, 2, 1))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    raws, origins, _ = info["A/1"]
+    for fmt in ("0.4", "0.5"):
+        for blend, e in (("edt", 2.0), ("edt", 0.5), ("average", 1.0)):
+            out = os.path.join(d, "o_%s_%s_%g.zarr" % (fmt, blend, e))
+            run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--format", fmt,
+                "--dtype", "float32", "--blend", blend, "--exponent", e, "--chunk", "16", "--codec", "gzip")
+            f, _ = R.fuse(raws, origins, blend=blend, exponent=e, dtype="float32")
+            compare_f32(R.read_output(out, "A/1"), f, "float32 %s %s^%g" % (fmt, blend, e))
+
+
+@case
+def several_wells_and_filter():
+    d = fresh("wells")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1", "B/2"], tile_hw=(32, 32), grid=(2, 2))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    out = os.path.join(d, "all.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--chunk", "16")
+    for w in ("A/1", "B/2"):
+        raws, origins, _ = info[w]
+        _, ref = R.fuse(raws, origins)
+        compare_u16(R.read_output(out, w), ref, "well " + w)
+    R.validate_ngff(out, ["A/1", "B/2"], "0.5")
+    out2 = os.path.join(d, "b2.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out2, "--wells", "B/2",
+        "--chunk", "16")
+    assert not os.path.exists(os.path.join(out2, "A/1")), "--wells B/2 wrote A/1"
+    assert np.array_equal(R.read_output(out2, "B/2"), R.read_output(out, "B/2"))
+
+
+def tree_files(root):
+    out = []
+    for dp, _, fs in os.walk(root):
+        out += [os.path.relpath(os.path.join(dp, f), root) for f in fs]
+    return sorted(out)
+
+
+@case
+def identical_bytes_threads_1_vs_2():
+    d = fresh("threads")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(40, 48), grid=(4, 3), tcz=(1, 2, 1))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    for fmt in ("0.4", "0.5"):
+        outs = []
+        for th in (1, 2):
+            o = os.path.join(d, "o%s_%d.zarr" % (fmt, th))
+            run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", o, "--format", fmt,
+                "--chunk", "8", "--shard", "2", "--levels", "1", "--threads", th, "--memory", "16M")
+            outs.append(o)
+        a, b = tree_files(outs[0]), tree_files(outs[1])
+        assert a == b, "file lists differ between --threads 1 and 2"
+        _, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], a, shallow=False)
+        assert not mismatch and not errors, "bytes differ: %s" % (mismatch + errors)[:5]
+
+
+@case
+def tcz_policy_min_and_max():
+    d = fresh("tcz")
+    # tile 0 has 1 channel and 1 timepoint, the others 2 of each
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2), tcz=(2, 2, 1),
+                         per_tile_tcz={0: (1, 1, 1)})
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    raws, origins, _ = info["A/1"]
+    for pol in ("min", "max"):
+        out = os.path.join(d, "o_%s.zarr" % pol)
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--tcz", pol,
+            "--chunk", "16", "--format", "0.4")
+        _, ref = R.fuse(raws, origins, tcz=pol)
+        got = R.read_output(out, "A/1")
+        assert got.shape[:3] == ((1, 1, 1) if pol == "min" else (2, 2, 1)), got.shape
+        compare_u16(got, ref, "tcz " + pol)
+
+
+@case
+def t_out_into_existing_output():
+    d = fresh("tout")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    raws, origins, _ = info["A/1"]
+    _, ref = R.fuse(raws, origins)
+    for fmt in ("0.4", "0.5"):
+        out = os.path.join(d, "o%s.zarr" % fmt)
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--t-out", 2,
+            "--chunk", "16", "--format", fmt)
+        got = R.read_output(out, "A/1")
+        assert got.shape[0] == 3, got.shape
+        compare_u16(got[2:3], ref, "t_out 2")
+        assert not got[:2].any(), "T 0 and 1 should be empty"
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--t-out", 0,
+            "--chunk", "16", "--format", fmt)
+        got = R.read_output(out, "A/1")
+        compare_u16(got[0:1], ref, "t_out 0")
+        assert np.array_equal(got[0], got[2]) and not got[1].any()
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--t-out", 5,
+            "--chunk", "16", "--format", fmt, expect=2)
+
+
+@case
+def orientation_mismatch_warns():
+    d = fresh("mismatch")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2))
+    R.write_shifts(os.path.join(d, "s.yaml"), info, orientation=(False, False, 1))
+    out = os.path.join(d, "o.zarr")
+    p = run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--rot90", "0",
+            "--json", "--chunk", "16")
+    assert "warning" in p.stderr and "orientation" in p.stderr, p.stderr
+    assert '"orientation_mismatch": true' in p.stdout, p.stdout
+    raws, origins, _ = info["A/1"]
+    _, ref = R.fuse(raws, origins)  # the flags given (none) are used
+    compare_u16(R.read_output(out, "A/1"), ref, "flags win")
+
+
+@case
+def errors_are_clear():
+    d = fresh("errors")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(16, 16), grid=(2, 1))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    with open(os.path.join(d, "s.yaml"), "a") as f:
+        f.write("")
+    bad = os.path.join(d, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("total_translation:\n  A/1/000000: [0, 0]\n  A/1/009009: [5, 5]\n")
+    p = run("fuse", os.path.join(d, "p.zarr"), bad, "-o", os.path.join(d, "o.zarr"), expect=1)
+    assert "009009" in p.stderr, p.stderr
+    p = run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", os.path.join(d, "o2.zarr"),
+            "--format", "0.6", expect=2)
+    assert "--format" in p.stderr
+    p = run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", os.path.join(d, "o3.zarr"),
+            "--wells", "C/9", expect=2)
+    assert "C/9" in p.stderr, p.stderr
+    assert "usage" in run("fuse", "--help").stdout
+
+
+if FAILS:
+    print("failed:", ", ".join(FAILS))
+    sys.exit(1)
+shutil.rmtree(TMP, ignore_errors=True)
+print("all fuse interop cases passed")
