@@ -163,6 +163,22 @@ typedef struct ts_estimate_options {
 void ts_estimate_options_init(ts_estimate_options *opt);
 ts_status ts_estimate(const ts_estimate_options *opt, ts_error *err);
 
+/* What an estimate run did, for the CLI's --json summary. */
+typedef struct ts_estimate_result {
+    int wells;
+    int64_t tiles, pairs;
+    int64_t low_confidence_pairs; /* confidence < 0.1 */
+    int64_t outlier_pairs;        /* flagged by the solve */
+    int64_t isolated_tiles;       /* no usable pair: placed on the grid */
+    int max_components;           /* most connected groups in one well */
+    int64_t tile_reads;           /* tile planes decoded (== tiles when the cache held them) */
+    size_t peak_cache_bytes;
+    int strip_shape[2][2];        /* (h, w) of the right / below pair strips */
+} ts_estimate_result;
+
+/* ts_estimate that also reports what it did (result may be NULL). */
+ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *result, ts_error *err);
+
 /* Re-solve from the pairwise measurements of a shifts file. */
 ts_status ts_solve_file(const char *pairs_yaml, const char *output,
                         const ts_solve_options *opt, ts_error *err);

@@ -21,6 +21,11 @@ int cmd_preview(int argc, char **argv);
 /* Parses argv[*i] if it is a fuse option (shared by fuse and stitch):
  * returns 1 if consumed (advancing *i past its value), 0 if not a fuse
  * option, -1 on a bad value (usage error printed). */
+/* Estimate-stage options (also parsed by stitch): 1 consumed, 0 not ours,
+ * -1 usage error (printed). */
+int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o);
+/* The --json summary of an estimate run on stdout. */
+void cli_estimate_report(const ts_estimate_result *r, double seconds);
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
 /* Prints the fuse result summary (--json) and the orientation warning. */
 void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds);
@@ -42,5 +47,11 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Progress drawn on stderr when it is a terminal, silent otherwise. */
 void cli_progress(void *user, const char *stage, int64_t done, int64_t total);
 bool cli_is_terminal(void);
+
+/* Parses one solve option (--solver, --edge-weights, --weight-floor,
+ * --max-iterations, --tolerance, --outlier-px) at argv[*i] into o, for solve,
+ * estimate and stitch alike. Returns 1 if consumed, 0 if not a solve option,
+ * -1 after a usage error. (cmd_solve.c) */
+int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_options *o);
 
 #endif

@@ -1,10 +1,162 @@
-/* tessera estimate: placeholder until the stage lands (replaced by its implementation). */
-#include "cli/cli.h"
+/* tessera estimate: register neighbouring tiles and solve tile positions. */
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+static const char *ESTIMATE_USAGE =
+    "usage: tessera estimate PLATE -o shifts.yaml --overlap PX [options]\n"
+    "\n"
+    "Register every tile of PLATE with its right (x+1) and lower (y+1) neighbour\n"
+    "by phase correlation of the overlap strips, solve the tile origins per well\n"
+    "and write them, with the pairwise measurements, to shifts.yaml.\n"
+    "\n"
+    "registration:\n"
+    "  --overlap PX           nominal overlap of neighbouring tiles, both axes\n"
+    "  --overlap-x PX         overlap of left/right neighbours (oriented tiles)\n"
+    "  --overlap-y PX         overlap of top/bottom neighbours (oriented tiles)\n"
+    "  --channel C            channel registered, default 0\n"
+    "  --timepoint T          timepoint registered, default 0\n"
+    "  --z Z                  z plane registered, default 0\n"
+    "  --clahe                contrast-limited adaptive histogram equalisation\n"
+    "                         before correlating (uneven illumination)\n"
+    "solve:\n"
+    "  --solver l1|l2         robust L1 (IRLS, default) or least squares\n"
+    "  --edge-weights MODE    none (default), linear, squared or threshold:CUT:\n"
+    "                         weight pairs by their confidence\n"
+    "tiles:\n"
+    "  --flipud, --fliplr, --rot90 K\n"
+    "                         tile orientation (flipud, then fliplr, then rot90\n"
+    "                         counter-clockwise); recorded in shifts.yaml for fuse\n"
+    "  --names-yx             position names are YYYXXX (default XXXYYY)\n"
+    "  --wells LIST           only these wells, e.g. A/1,B/3\n"
+    "running:\n"
+    "  --threads N            worker threads, default all cores\n"
+    "  --cache BYTES          tile cache bound (e.g. 2G, 512M), default 1G\n"
+    "  --json                 print a JSON summary on stdout\n"
+    "  -h, --help             this help\n";
+
+/* Options of the estimate stage proper (shared with `stitch`). Returns 1 if
+ * argv[*i] was one of them, 0 if not, -1 on a usage error (printed). */
+int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o) {
+    const char *a = argv[*i];
+    const char *v;
+#define VALUE() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
+    if (!strcmp(a, "--overlap")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 1, 1 << 20, &o->overlap_x)) return -1;
+        o->overlap_y = o->overlap_x;
+    } else if (!strcmp(a, "--overlap-x")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 1, 1 << 20, &o->overlap_x)) return -1;
+    } else if (!strcmp(a, "--overlap-y")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 1, 1 << 20, &o->overlap_y)) return -1;
+    } else if (!strcmp(a, "--channel")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 1 << 20, &o->channel)) return -1;
+    } else if (!strcmp(a, "--timepoint")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 1 << 30, &o->timepoint)) return -1;
+    } else if (!strcmp(a, "--z")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 1 << 30, &o->z)) return -1;
+    } else if (!strcmp(a, "--clahe")) {
+        o->clahe = true;
+    } else if (!strcmp(a, "--names-yx")) {
+        o->names_yx = true;
+    } else if (!strcmp(a, "--solver")) {
+        VALUE();
+        if (!strcmp(v, "l1")) o->solve.solver = TS_SOLVER_L1;
+        else if (!strcmp(v, "l2")) o->solve.solver = TS_SOLVER_L2;
+        else { cli_usage_error(cmd, "--solver: '%s' is not l1 or l2", v); return -1; }
+    } else if (!strcmp(a, "--edge-weights")) {
+        VALUE();
+        if (ts_edge_weighting_parse(v, &o->solve.edge_weights, &o->solve.threshold) != 0) {
+            cli_usage_error(cmd, "--edge-weights: '%s' is not none, linear, squared or threshold:CUT", v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--cache")) {
+        VALUE();
+        if (!cli_size(cmd, a, v, &o->cache_bytes)) return -1;
+    } else {
+        return 0;
+    }
+#undef VALUE
+    return 1;
+}
+
+void cli_estimate_report(const ts_estimate_result *r, double seconds) {
+    printf("{\"wells\": %d, \"tiles\": %lld, \"pairs\": %lld, \"low_confidence_pairs\": %lld, "
+           "\"outlier_pairs\": %lld, \"isolated_tiles\": %lld, \"max_components\": %d, "
+           "\"tile_reads\": %lld, \"peak_cache_bytes\": %zu, \"strip_right\": [%d, %d], "
+           "\"strip_below\": [%d, %d], \"seconds\": %.3f, \"pairs_per_second\": %.1f}\n",
+           r->wells, (long long)r->tiles, (long long)r->pairs, (long long)r->low_confidence_pairs,
+           (long long)r->outlier_pairs, (long long)r->isolated_tiles, r->max_components,
+           (long long)r->tile_reads, r->peak_cache_bytes, r->strip_shape[0][0],
+           r->strip_shape[0][1], r->strip_shape[1][0], r->strip_shape[1][1], seconds,
+           seconds > 0 ? (double)r->pairs / seconds : 0.0);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 int cmd_estimate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "tessera estimate: not implemented yet\n");
-    return CLI_FAIL;
+    const char *cmd = "estimate";
+    ts_estimate_options o;
+    ts_estimate_options_init(&o);
+    const char *input = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(ESTIMATE_USAGE, stdout);
+            return CLI_OK;
+        }
+        int r = cli_estimate_option(cmd, argc, argv, &i, &o);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            o.output = v;
+        } else if (!strcmp(a, "--flipud")) {
+            o.orientation.flipud = true;
+        } else if (!strcmp(a, "--fliplr")) {
+            o.orientation.fliplr = true;
+        } else if (!strcmp(a, "--rot90")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(cmd, a, v, -3, 3, &o.orientation.rot90)) return CLI_USAGE;
+        } else if (!strcmp(a, "--wells")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            o.wells = v;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(cmd, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option %s", a);
+        } else if (!input) {
+            input = a;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!input) return cli_usage_error(cmd, "needs PLATE");
+    if (!o.output) return cli_usage_error(cmd, "needs -o shifts.yaml");
+    if (o.overlap_x <= 0 || o.overlap_y <= 0)
+        return cli_usage_error(cmd, "needs --overlap PX (or both --overlap-x and --overlap-y)");
+    o.input = input;
+    o.progress = cli_progress;
+    ts_estimate_result res;
+    ts_error err;
+    double t0 = now_seconds();
+    if (ts_estimate_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
+    if (json) cli_estimate_report(&res, now_seconds() - t0);
+    return CLI_OK;
 }

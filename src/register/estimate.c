@@ -1,0 +1,438 @@
+/* tessera estimate: tile positions from the images.
+ *
+ * For each well: grid coordinates from the position names, an edge from each
+ * tile to its right (x + 1) and lower (y + 1) neighbour when it exists; every
+ * edge registered by phase correlation of the overlap strips (all cores, one
+ * registrar per worker and strip shape); then the global solve and the
+ * shifts file. Tiles are read once into a bounded cache: edges are ordered
+ * in vertical bands of grid columns, row by row inside a band, so that a
+ * tile's (at most four) uses are close together in time. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/orient.h"
+#include "common/pool.h"
+#include "ome/ome.h"
+#include "register/estimate_internal.h"
+#include "register/register.h"
+#include "register/tile_cache.h"
+#include "shifts/shifts.h"
+
+void ts_estimate_options_init(ts_estimate_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->overlap_x = opt->overlap_y = 0; /* required */
+    opt->cache_bytes = (size_t)1 << 30;
+    ts_solve_options_init(&opt->solve);
+}
+
+typedef struct edge {
+    int well, a, b; /* position indices within the well */
+    int gx, gy;     /* grid cell of tile a */
+    ts_pair_dir dir;
+    int band;       /* scheduling band: gx / band width */
+    ts_register_result res;
+} edge;
+
+typedef struct est_ctx {
+    const ts_estimate_options *opt;
+    ts_plate *plate;
+    int64_t *tile_base;   /* first tile id of each well */
+    int64_t ntiles;
+    int64_t raw_h, raw_w; /* tile plane before orientation */
+    int64_t h, w;         /* after orientation */
+    ts_strip_geometry geom[2];
+    ts_register_options reg;
+    edge *edges;
+    int64_t nedges;
+    ts_tile_cache *cache;
+    ts_registrar **workers; /* [worker * 2 + dir], made lazily */
+    atomic_llong done;
+    pthread_mutex_t mu;   /* error and progress */
+    ts_error err;
+    bool failed;
+} est_ctx;
+
+/* ------------------------------------------------------------ tile loading */
+
+static void well_pos(const est_ctx *c, int64_t id, int *w, int *p) {
+    int lo = 0, hi = c->plate->nwells - 1;
+    while (lo < hi) { /* last well whose base <= id */
+        int mid = (lo + hi + 1) / 2;
+        if (c->tile_base[mid] <= id) lo = mid;
+        else hi = mid - 1;
+    }
+    *w = lo;
+    *p = (int)(id - c->tile_base[lo]);
+}
+
+static void to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
+    switch (dt) {
+#define CONVERT(T) { const T *s = src; for (size_t i = 0; i < n; i++) dst[i] = (float)s[i]; } break
+    case TS_BOOL: case TS_UINT8: CONVERT(uint8_t);
+    case TS_INT8: CONVERT(int8_t);
+    case TS_UINT16: CONVERT(uint16_t);
+    case TS_INT16: CONVERT(int16_t);
+    case TS_UINT32: CONVERT(uint32_t);
+    case TS_INT32: CONVERT(int32_t);
+    case TS_UINT64: CONVERT(uint64_t);
+    case TS_INT64: CONVERT(int64_t);
+    case TS_FLOAT64: CONVERT(double);
+    case TS_FLOAT32: memcpy(dst, src, n * sizeof(float)); break;
+    default: memset(dst, 0, n * sizeof(float)); break;
+#undef CONVERT
+    }
+}
+
+/* Reads the chosen t/c/z plane of a tile, as float, oriented. */
+static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
+    est_ctx *c = user;
+    int w, p;
+    well_pos(c, id, &w, &p);
+    const ts_well_info *wi = &c->plate->wells[w];
+    ts_image_meta meta;
+    tz_array *arr = NULL;
+    void *raw = NULL;
+    float *flat = NULL, *out = NULL;
+    char path[4200];
+    ts_plate_image_path(c->plate, w, p, path, sizeof path);
+    ts_status st = ts_plate_image_meta(c->plate, w, p, &meta, err);
+    if (st == TS_OK) st = ts_image_open_array(path, &meta, 0, &arr, err);
+    if (st != TS_OK) goto fail;
+    const tz_array_meta *am = tz_array_get_meta(arr);
+    int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];
+    for (int d = 0; d < am->ndim; d++) start[d] = 0, count[d] = 1;
+    const int want[3] = {c->opt->timepoint, c->opt->channel, c->opt->z};
+    static const char *const axis_name[3] = {"timepoint", "channel", "z"};
+    for (int a = 0; a < 3; a++) {
+        int d = meta.axis_index[a];
+        int64_t size = d >= 0 ? am->shape[d] : 1;
+        if (want[a] >= size) {
+            st = ts_fail(err, TS_ERR_ARG, "%s: %s %d requested but the tile has %lld", path,
+                         axis_name[a], want[a], (long long)size);
+            goto fail;
+        }
+        if (d >= 0) start[d] = want[a];
+    }
+    int dy = meta.axis_index[3], dx = meta.axis_index[4];
+    if (dy < 0 || dx < 0) {
+        st = ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
+        goto fail;
+    }
+    if (am->shape[dy] != c->raw_h || am->shape[dx] != c->raw_w) {
+        st = ts_fail(err, TS_ERR_UNSUPPORTED, "%s: tile is %lldx%lld but the first tile is %lldx%lld",
+                     path, (long long)am->shape[dy], (long long)am->shape[dx],
+                     (long long)c->raw_h, (long long)c->raw_w);
+        goto fail;
+    }
+    count[dy] = c->raw_h;
+    count[dx] = c->raw_w;
+    size_t n = (size_t)(c->raw_h * c->raw_w);
+    raw = malloc(n * ts_dtype_size(am->dtype));
+    flat = malloc(n * sizeof(float));
+    out = malloc(n * sizeof(float));
+    if (!raw || !flat || !out) {
+        st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
+                     (long long)c->raw_h, (long long)c->raw_w);
+        goto fail;
+    }
+    if ((st = tz_array_read(arr, start, count, raw, err)) != TS_OK) goto fail;
+    to_float(raw, am->dtype, n, flat);
+    if (dy > dx) { /* stored x-major: transpose into out, then back into flat */
+        for (int64_t y = 0; y < c->raw_h; y++)
+            for (int64_t x = 0; x < c->raw_w; x++) out[y * c->raw_w + x] = flat[x * c->raw_h + y];
+        memcpy(flat, out, n * sizeof(float));
+    }
+    ts_orient_plane(&c->opt->orientation, flat, c->raw_h, c->raw_w, sizeof(float), out);
+    free(raw);
+    free(flat);
+    tz_array_close(arr);
+    *data = out;
+    *bytes = n * sizeof(float);
+    return TS_OK;
+fail:
+    free(raw);
+    free(flat);
+    free(out);
+    if (arr) tz_array_close(arr);
+    return ts_fail_context(err, "reading tile %s/%s", wi->path, wi->positions[p]);
+}
+
+/* ------------------------------------------------------------ registration */
+
+static void set_error(est_ctx *c, const ts_error *e) {
+    pthread_mutex_lock(&c->mu);
+    if (!c->failed) {
+        c->failed = true;
+        c->err = *e;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int register_edge(void *user, int64_t i, int worker) {
+    est_ctx *c = user;
+    edge *e = &c->edges[i];
+    ts_error err;
+    ts_error_clear(&err);
+    ts_registrar **slot = &c->workers[worker * 2 + e->dir];
+    const ts_strip_geometry *g = &c->geom[e->dir];
+    if (!*slot && ts_registrar_create(g->sh, g->sw, &c->reg, slot, &err) != TS_OK) {
+        set_error(c, &err);
+        return 1;
+    }
+    int64_t ia = c->tile_base[e->well] + e->a, ib = c->tile_base[e->well] + e->b;
+    const float *ta = NULL, *tb = NULL;
+    ts_status st = ts_tile_cache_get(c->cache, ia, &ta, &err);
+    if (st == TS_OK) {
+        st = ts_tile_cache_get(c->cache, ib, &tb, &err);
+        if (st == TS_OK) {
+            st = ts_register_pair(*slot, g, ta, tb, (int)c->w, &e->res, &err);
+            ts_tile_cache_release(c->cache, ib);
+        }
+        ts_tile_cache_release(c->cache, ia);
+    }
+    if (st != TS_OK) {
+        set_error(c, &err);
+        return 1;
+    }
+    if (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence)) {
+        /* Never pass NaN on: nominal offset, no confidence. */
+        e->res.dy = g->off_dy + g->prior_dy;
+        e->res.dx = g->off_dx + g->prior_dx;
+        e->res.confidence = 0;
+    }
+    int64_t done = atomic_fetch_add(&c->done, 1) + 1;
+    if (c->opt->progress) {
+        pthread_mutex_lock(&c->mu);
+        c->opt->progress(c->opt->progress_user, "register", done, c->nedges);
+        pthread_mutex_unlock(&c->mu);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ graph, order */
+
+typedef struct cell { int gx, gy, pos; } cell;
+
+static int cmp_cell(const void *pa, const void *pb) {
+    const cell *a = pa, *b = pb;
+    if (a->gy != b->gy) return a->gy < b->gy ? -1 : 1;
+    if (a->gx != b->gx) return a->gx < b->gx ? -1 : 1;
+    return 0;
+}
+
+static int find_cell(const cell *cells, int n, int gx, int gy) {
+    cell key = {gx, gy, 0};
+    const cell *hit = bsearch(&key, cells, (size_t)n, sizeof *cells, cmp_cell);
+    return hit ? hit->pos : -1;
+}
+
+static int cmp_edge(const void *pa, const void *pb) {
+    const edge *a = pa, *b = pb;
+    if (a->well != b->well) return a->well < b->well ? -1 : 1;
+    if (a->band != b->band) return a->band < b->band ? -1 : 1;
+    if (a->gy != b->gy) return a->gy < b->gy ? -1 : 1;
+    if (a->gx != b->gx) return a->gx < b->gx ? -1 : 1;
+    return (int)a->dir - (int)b->dir;
+}
+
+/* Builds every well's tiles (into the shifts) and edges. */
+static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
+    int64_t cap = 0;
+    for (int w = 0; w < c->plate->nwells; w++) cap += 2 * (int64_t)c->plate->wells[w].npositions;
+    c->edges = calloc((size_t)(cap ? cap : 1), sizeof *c->edges);
+    if (!c->edges) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld edges", (long long)cap);
+    for (int w = 0; w < c->plate->nwells; w++) {
+        const ts_well_info *wi = &c->plate->wells[w];
+        int ws = ts_shifts_add_well(s, wi->path);
+        if (ws != w) return ts_fail(err, TS_ERR_NOMEM, "out of memory adding well %s", wi->path);
+        cell *cells = malloc((size_t)(wi->npositions ? wi->npositions : 1) * sizeof *cells);
+        if (!cells) return ts_fail(err, TS_ERR_NOMEM, "out of memory for well %s", wi->path);
+        for (int p = 0; p < wi->npositions; p++) {
+            if (!ts_position_grid(wi->positions[p], c->opt->names_yx, &cells[p].gx, &cells[p].gy)) {
+                free(cells);
+                return ts_fail(err, TS_ERR_FORMAT,
+                               "%s/%s: position name is not 6 digits (%s)", wi->path,
+                               wi->positions[p], c->opt->names_yx ? "YYYXXX" : "XXXYYY");
+            }
+            cells[p].pos = p;
+            if (ts_shifts_add_tile(s, w, wi->positions[p]) != p) {
+                free(cells);
+                return ts_fail(err, TS_ERR_FORMAT, "%s/%s: position listed twice", wi->path,
+                               wi->positions[p]);
+            }
+        }
+        qsort(cells, (size_t)wi->npositions, sizeof *cells, cmp_cell);
+        for (int i = 1; i < wi->npositions; i++)
+            if (cmp_cell(&cells[i - 1], &cells[i]) == 0) {
+                ts_status st = ts_fail(err, TS_ERR_FORMAT, "%s: positions %s and %s are the same grid cell",
+                                       wi->path, wi->positions[cells[i - 1].pos], wi->positions[cells[i].pos]);
+                free(cells);
+                return st;
+            }
+        for (int i = 0; i < wi->npositions; i++) {
+            const cell *t = &cells[i];
+            int right = find_cell(cells, wi->npositions, t->gx + 1, t->gy);
+            int below = find_cell(cells, wi->npositions, t->gx, t->gy + 1);
+            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, {0, 0, 0, 0, 0, 0, false}};
+            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, {0, 0, 0, 0, 0, 0, false}};
+        }
+        free(cells);
+    }
+    return TS_OK;
+}
+
+/* Shape of the first tile (all tiles must share it). */
+static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
+    for (int w = 0; w < c->plate->nwells; w++) {
+        if (c->plate->wells[w].npositions == 0) continue;
+        ts_image_meta meta;
+        tz_array *arr;
+        char path[4200];
+        ts_plate_image_path(c->plate, w, 0, path, sizeof path);
+        ts_status st = ts_plate_image_meta(c->plate, w, 0, &meta, err);
+        if (st == TS_OK) st = ts_image_open_array(path, &meta, 0, &arr, err);
+        if (st != TS_OK) return st;
+        const tz_array_meta *am = tz_array_get_meta(arr);
+        if (meta.axis_index[3] < 0 || meta.axis_index[4] < 0) {
+            tz_array_close(arr);
+            return ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
+        }
+        c->raw_h = am->shape[meta.axis_index[3]];
+        c->raw_w = am->shape[meta.axis_index[4]];
+        tz_array_close(arr);
+        ts_orient_shape(&c->opt->orientation, c->raw_h, c->raw_w, &c->h, &c->w);
+        return TS_OK;
+    }
+    return ts_fail(err, TS_ERR_FORMAT, "%s: no positions in the selected wells", c->plate->path);
+}
+
+static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
+    if (!opt->input || !*opt->input) return ts_fail(err, TS_ERR_ARG, "estimate: no input plate given");
+    if (!opt->output || !*opt->output) return ts_fail(err, TS_ERR_ARG, "estimate: no output file given");
+    if (opt->overlap_x <= 0 || opt->overlap_y <= 0)
+        return ts_fail(err, TS_ERR_ARG, "estimate: overlap must be positive (x %d, y %d px)",
+                       opt->overlap_x, opt->overlap_y);
+    if (opt->channel < 0 || opt->timepoint < 0 || opt->z < 0)
+        return ts_fail(err, TS_ERR_ARG, "estimate: channel/timepoint/z must be >= 0");
+    return TS_OK;
+}
+
+ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *result, ts_error *err) {
+    ts_error_clear(err);
+    if (result) memset(result, 0, sizeof *result);
+    ts_status st = check_options(opt, err);
+    if (st != TS_OK) return st;
+
+    est_ctx c;
+    memset(&c, 0, sizeof c);
+    c.opt = opt;
+    pthread_mutex_init(&c.mu, NULL);
+    ts_register_options_init(&c.reg);
+    c.reg.clahe = opt->clahe;
+    ts_shifts *s = NULL;
+    ts_pool *pool = NULL;
+
+    if ((st = ts_plate_open(opt->input, &c.plate, err)) != TS_OK) goto done;
+    if ((st = ts_plate_filter_wells(c.plate, opt->wells, err)) != TS_OK) goto done;
+    if ((st = probe_tile_shape(&c, err)) != TS_OK) goto done;
+    if (!(s = ts_shifts_new())) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    s->has_tile_shape = true;
+    s->tile_shape[0] = (int)c.h;
+    s->tile_shape[1] = (int)c.w;
+    s->has_orientation = true;
+    s->orientation = opt->orientation;
+    s->orientation.rot90 = ts_orient_k(&opt->orientation);
+    s->names_yx = opt->names_yx;
+    if ((st = ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c.h, (int)c.w, opt->overlap_x, &c.reg,
+                                    &c.geom[TS_PAIR_RIGHT], err)) != TS_OK ||
+        (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c.h, (int)c.w, opt->overlap_y, &c.reg,
+                                    &c.geom[TS_PAIR_BELOW], err)) != TS_OK) {
+        ts_fail_context(err, "estimate on %lldx%lld tiles (after orientation)", (long long)c.h, (long long)c.w);
+        goto done;
+    }
+    if ((st = build_graph(&c, s, err)) != TS_OK) goto done;
+
+    c.tile_base = malloc((size_t)c.plate->nwells * sizeof *c.tile_base + 1);
+    if (!c.tile_base) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
+    for (int w = 0; w < c.plate->nwells; w++) {
+        c.tile_base[w] = c.ntiles;
+        c.ntiles += c.plate->wells[w].npositions;
+    }
+    int *uses = calloc((size_t)(c.ntiles ? c.ntiles : 1), sizeof *uses);
+    if (!uses) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
+    for (int64_t i = 0; i < c.nedges; i++) {
+        uses[c.tile_base[c.edges[i].well] + c.edges[i].a]++;
+        uses[c.tile_base[c.edges[i].well] + c.edges[i].b]++;
+    }
+
+    pool = ts_pool_create(opt->threads);
+    if (!pool) { free(uses); st = ts_fail(err, TS_ERR_NOMEM, "could not start threads"); goto done; }
+    int nthreads = ts_pool_size(pool);
+    /* Band width: about half the tiles the cache holds, less what the
+     * workers keep in flight, so two grid rows of a band stay resident. */
+    size_t tile_bytes = (size_t)(c.h * c.w) * sizeof(float);
+    int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
+    int64_t band = (fit - 2 * nthreads) / 2;
+    int band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
+    for (int64_t i = 0; i < c.nedges; i++) c.edges[i].band = c.edges[i].gx / band_width;
+    qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_edge);
+
+    c.cache = ts_tile_cache_create(c.ntiles, uses, opt->cache_bytes, load_tile, &c);
+    free(uses);
+    c.workers = calloc((size_t)nthreads * 2, sizeof *c.workers);
+    if (!c.cache || !c.workers) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
+
+    if (ts_pool_for(pool, c.nedges, register_edge, &c) != 0 || c.failed) {
+        *err = c.err;
+        st = err->code ? err->code : TS_ERR_INTERNAL;
+        goto done;
+    }
+
+    for (int64_t i = 0; i < c.nedges; i++) {
+        const edge *e = &c.edges[i];
+        if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0) {
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
+            goto done;
+        }
+    }
+    if ((st = ts_estimate_place(s, (int)c.h, (int)c.w, opt, result, err)) != TS_OK) goto done;
+    if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) goto done;
+
+    if (result) {
+        ts_tile_cache_stats cs = ts_tile_cache_get_stats(c.cache);
+        result->wells = c.plate->nwells;
+        result->tiles = c.ntiles;
+        result->pairs = c.nedges;
+        result->tile_reads = cs.loads;
+        result->peak_cache_bytes = cs.peak_bytes;
+        for (int64_t i = 0; i < c.nedges; i++)
+            if (c.edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
+        result->strip_shape[0][0] = c.geom[0].sh, result->strip_shape[0][1] = c.geom[0].sw;
+        result->strip_shape[1][0] = c.geom[1].sh, result->strip_shape[1][1] = c.geom[1].sw;
+    }
+
+done:
+    if (c.workers) {
+        for (int i = 0; pool && i < 2 * ts_pool_size(pool); i++) ts_registrar_free(c.workers[i]);
+        free(c.workers);
+    }
+    ts_pool_destroy(pool);
+    ts_tile_cache_destroy(c.cache);
+    free(c.edges);
+    free(c.tile_base);
+    ts_shifts_free(s);
+    ts_plate_close(c.plate);
+    pthread_mutex_destroy(&c.mu);
+    return st;
+}
+
+ts_status ts_estimate(const ts_estimate_options *opt, ts_error *err) {
+    return ts_estimate_run(opt, NULL, err);
+}

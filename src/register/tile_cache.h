@@ -1,0 +1,35 @@
+/* A bounded cache of decoded, oriented tiles shared by the registration
+ * workers. Each tile is read once as long as the budget allows: estimate
+ * knows how many pairs use each tile and schedules pairs so that a tile's
+ * uses are close together; a tile is dropped as soon as its last use is
+ * done, and least-recently-used idle tiles are evicted when over budget.
+ * A tile being loaded by one worker is waited for, not loaded twice. */
+#ifndef TS_REGISTER_TILE_CACHE_H
+#define TS_REGISTER_TILE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+
+/* Loads tile `id` into a malloc'd buffer; *bytes = its size. */
+typedef ts_status (*ts_tile_load_fn)(void *user, int64_t id, float **data, size_t *bytes,
+                                     ts_error *err);
+
+typedef struct ts_tile_cache ts_tile_cache;
+
+typedef struct ts_tile_cache_stats {
+    int64_t loads, hits;
+    size_t peak_bytes;
+} ts_tile_cache_stats;
+
+/* uses[id]: how many times tile id will be requested (copied). */
+ts_tile_cache *ts_tile_cache_create(int64_t ntiles, const int *uses, size_t budget,
+                                    ts_tile_load_fn load, void *user);
+/* Returns the tile, loading it if needed; pair with one ts_tile_cache_release. */
+ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const float **data, ts_error *err);
+void ts_tile_cache_release(ts_tile_cache *c, int64_t id);
+ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c);
+void ts_tile_cache_destroy(ts_tile_cache *c);
+
+#endif
