@@ -1,0 +1,258 @@
+/* The fuse planner and pipeline: band alignment asserts, block sizing,
+ * which tiles each band and block sees, and the scheduler's guarantees
+ * (every strip loaded once per band, every block once, no stall under a
+ * tiny budget, whatever the thread count). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/pool.h"
+#include "fuse/pipeline.h"
+#include "fuse/plan.h"
+
+static fuse_layout layout(int64_t h, int64_t w, int chunk, int shard) {
+    fuse_sizing s = {.canvas_h = h, .canvas_w = w, .C = 1, .tile_h = 100, .tile_w = 100,
+                     .out_elem = 2, .chunk = chunk, .shard = shard, .threads = 2,
+                     .memory = (size_t)1 << 30};
+    fuse_layout L;
+    ts_error err;
+    assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
+    return L;
+}
+
+static void test_band_alignment_asserts(void **state) {
+    (void)state;
+    fuse_layout L = layout(1000, 700, 64, 4); /* block 256: bands 0,256,512,768 */
+    assert_int_equal(L.block, 256);
+    assert_int_equal(L.nbands, 4);
+    ts_error err;
+    assert_int_equal(fuse_check_band(&L, 0, 256, &err), TS_OK);
+    assert_int_equal(fuse_check_band(&L, 768, 1000, &err), TS_OK); /* last, shorter */
+    /* misaligned start: two writers would share a shard */
+    assert_int_not_equal(fuse_check_band(&L, 100, 356, &err), TS_OK);
+    assert_non_null(strstr(err.message, "shard boundary"));
+    /* spans two shard rows */
+    assert_int_not_equal(fuse_check_band(&L, 0, 512, &err), TS_OK);
+    assert_non_null(strstr(err.message, "exactly one shard row"));
+    /* shorter than a shard row but not at the canvas edge */
+    assert_int_not_equal(fuse_check_band(&L, 256, 300, &err), TS_OK);
+    /* beyond the canvas */
+    assert_int_not_equal(fuse_check_band(&L, 768, 1024, &err), TS_OK);
+}
+
+static void test_block_sizing(void **state) {
+    (void)state;
+    /* small canvas: never more chunks than it needs */
+    fuse_layout L = layout(300, 1000, 512, 0);
+    assert_int_equal(L.block, 1024);
+    /* large canvas, ample memory: 64 x 64 chunks (4096 per shard) */
+    fuse_sizing s = {.canvas_h = 200000, .canvas_w = 200000, .C = 1, .tile_h = 2048, .tile_w = 2048,
+                     .out_elem = 2, .chunk = 512, .threads = 1, .memory = (size_t)64 << 30};
+    ts_error err;
+    assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
+    assert_int_equal(L.block, 64 * 512);
+    /* the memory bound shrinks it */
+    s.memory = (size_t)512 << 20;
+    s.threads = 2;
+    assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
+    assert_true(L.block < 64 * 512 && L.block % 512 == 0);
+    assert_true(2 * fuse_block_bytes(&s, L.block) + 3 * fuse_strip_bytes(&s, L.block) <= s.memory);
+    /* pyramid levels need blocks divisible by 2^levels */
+    s.chunk = 100, s.levels = 3, s.memory = (size_t)1 << 30;
+    assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
+    assert_int_equal(L.block % 8, 0);
+    s.shard = 3; /* 300 px is not divisible by 8 */
+    assert_int_not_equal(fuse_layout_init(&L, &s, &err), TS_OK);
+}
+
+static void test_canvas(void **state) {
+    (void)state;
+    fuse_tile t[2] = {{.oy = 0, .ox = 5, .h = 10, .w = 20}, {.oy = 7, .ox = 0, .h = 10, .w = 4}};
+    int64_t h, w;
+    ts_error err;
+    assert_int_equal(fuse_canvas(t, 2, &h, &w, &err), TS_OK);
+    assert_int_equal(h, 17);
+    assert_int_equal(w, 25);
+    t[1].oy = -1;
+    assert_int_equal(fuse_canvas(t, 2, &h, &w, &err), TS_ERR_NUMERIC);
+}
+
+/* A 3 x 3 grid of 100 px tiles, pitch 90, on blocks of 64 px. */
+static void grid_tiles(fuse_tile *t) {
+    for (int i = 0; i < 9; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].oy = (i / 3) * 90 + (i == 4);
+        t[i].ox = (i % 3) * 90;
+        t[i].h = t[i].w = 100;
+        t[i].C = 1;
+    }
+}
+
+static void test_plan_covers_every_row_once(void **state) {
+    (void)state;
+    fuse_tile t[9];
+    grid_tiles(t);
+    int64_t h, w;
+    ts_error err;
+    assert_int_equal(fuse_canvas(t, 9, &h, &w, &err), TS_OK);
+    fuse_layout L = layout(h, w, 16, 4);
+    fuse_plan *p;
+    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    int64_t rows[9] = {0};
+    for (int b = 0; b < p->nbands; b++) {
+        const fuse_band *band = &p->bands[b];
+        for (int s = 0; s < band->nslots; s++) {
+            const fuse_slot *sl = &band->slots[s];
+            rows[sl->tile] += sl->r1 - sl->r0;
+            assert_true(t[sl->tile].oy + sl->r0 >= band->y0 && t[sl->tile].oy + sl->r1 <= band->y1);
+            if (s > 0) assert_true(band->slots[s - 1].bx0 <= sl->bx0); /* load order */
+        }
+        for (int64_t bx = 0; bx < L.nbx; bx++) {
+            int prev = -1;
+            for (int k = band->block_start[bx]; k < band->block_start[bx + 1]; k++) {
+                const fuse_slot *sl = &band->slots[band->block_slots[k]];
+                assert_true(sl->tile > prev); /* fixed blending order */
+                prev = sl->tile;
+                assert_true(bx >= sl->bx0 && bx <= sl->bx1);
+            }
+        }
+    }
+    for (int i = 0; i < 9; i++) assert_int_equal(rows[i], 100);
+    fuse_plan_free(p);
+}
+
+/* A fake pipeline: counts loads and blocks, checks strips are in. */
+typedef struct fake {
+    const fuse_plan *plan;
+    pthread_mutex_t mu;
+    int *loads;   /* per (unit, slot) */
+    int *blocks;  /* per (unit, bx) */
+    int maxslots;
+} fake;
+
+static size_t fake_estimate(void *user, int64_t unit, const fuse_slot *slot) {
+    (void)user, (void)unit;
+    return (size_t)(slot->r1 - slot->r0) * 100 * 4;
+}
+
+static ts_status fake_load(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
+                           ts_error *err) {
+    (void)err;
+    fake *F = user;
+    const fuse_band *band = &F->plan->bands[unit % F->plan->nbands];
+    int s = (int)(slot - band->slots);
+    strip->r0 = slot->r0, strip->r1 = slot->r1, strip->w = 100, strip->nc = 1;
+    strip->bytes = fake_estimate(user, unit, slot);
+    strip->data = malloc(strip->bytes);
+    strip->data[0] = (float)slot->tile;
+    pthread_mutex_lock(&F->mu);
+    F->loads[unit * F->maxslots + s]++;
+    pthread_mutex_unlock(&F->mu);
+    return TS_OK;
+}
+
+static ts_status fake_process(void *user, int worker, int64_t unit, int64_t bx,
+                              const fuse_strip *const *strips, int n, ts_error *err) {
+    (void)worker, (void)err;
+    fake *F = user;
+    const fuse_band *band = &F->plan->bands[unit % F->plan->nbands];
+    for (int k = 0; k < n; k++) {
+        const fuse_slot *sl = &band->slots[band->block_slots[band->block_start[bx] + k]];
+        if (!strips[k]->data || strips[k]->data[0] != (float)sl->tile) return TS_ERR_INTERNAL;
+    }
+    pthread_mutex_lock(&F->mu);
+    F->blocks[unit * F->plan->L.nbx + bx]++;
+    pthread_mutex_unlock(&F->mu);
+    return TS_OK;
+}
+
+static void run_fake(int threads, size_t budget) {
+    fuse_tile t[9];
+    grid_tiles(t);
+    int64_t h, w;
+    ts_error err;
+    assert_int_equal(fuse_canvas(t, 9, &h, &w, &err), TS_OK);
+    fuse_layout L = layout(h, w, 16, 2);
+    fuse_plan *p;
+    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    const int64_t nunits = 3 * p->nbands; /* e.g. 3 timepoints */
+    fake F = {.plan = p, .maxslots = 9};
+    pthread_mutex_init(&F.mu, NULL);
+    F.loads = calloc((size_t)(nunits * 9), sizeof(int));
+    F.blocks = calloc((size_t)(nunits * L.nbx), sizeof(int));
+    fuse_stage_fns fns = {fake_estimate, fake_load, fake_process, &F};
+    ts_pool *pool = ts_pool_create(threads);
+    fuse_pipeline_stats st;
+    assert_int_equal(fuse_pipeline_run(p, nunits, &fns, pool, budget, NULL, NULL, "t", &st, &err), TS_OK);
+    for (int64_t u = 0; u < nunits; u++) {
+        const fuse_band *band = &p->bands[u % p->nbands];
+        for (int s = 0; s < 9; s++) assert_int_equal(F.loads[u * 9 + s], s < band->nslots ? 1 : 0);
+        for (int64_t bx = 0; bx < L.nbx; bx++) assert_int_equal(F.blocks[u * L.nbx + bx], 1);
+    }
+    assert_int_equal(st.blocks_done, nunits * L.nbx);
+    ts_pool_destroy(pool);
+    free(F.loads);
+    free(F.blocks);
+    pthread_mutex_destroy(&F.mu);
+    fuse_plan_free(p);
+}
+
+static void test_pipeline_loads_once_and_never_stalls(void **state) {
+    (void)state;
+    run_fake(1, (size_t)1 << 30);
+    run_fake(4, (size_t)1 << 30);
+    run_fake(1, 1); /* a budget smaller than any strip: still completes */
+    run_fake(3, 1);
+}
+
+static ts_status failing_process(void *user, int worker, int64_t unit, int64_t bx,
+                                 const fuse_strip *const *strips, int n, ts_error *err) {
+    (void)user, (void)worker, (void)strips, (void)n;
+    if (unit == 1 && bx == 1) {
+        err->code = TS_ERR_IO;
+        strcpy(err->message, "disk full at block 1");
+        return TS_ERR_IO;
+    }
+    return TS_OK;
+}
+
+static void test_pipeline_reports_first_error(void **state) {
+    (void)state;
+    fuse_tile t[9];
+    grid_tiles(t);
+    int64_t h, w;
+    ts_error err;
+    fuse_canvas(t, 9, &h, &w, &err);
+    fuse_layout L = layout(h, w, 16, 2);
+    fuse_plan *p;
+    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    fake F = {.plan = p, .maxslots = 9};
+    pthread_mutex_init(&F.mu, NULL);
+    F.loads = calloc((size_t)(p->nbands * 9), sizeof(int));
+    fuse_stage_fns fns = {fake_estimate, fake_load, failing_process, &F};
+    ts_pool *pool = ts_pool_create(2);
+    assert_int_equal(fuse_pipeline_run(p, p->nbands, &fns, pool, 1 << 20, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
+    assert_string_equal(err.message, "disk full at block 1");
+    ts_pool_destroy(pool);
+    free(F.loads);
+    pthread_mutex_destroy(&F.mu);
+    fuse_plan_free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_band_alignment_asserts),
+        cmocka_unit_test(test_block_sizing),
+        cmocka_unit_test(test_canvas),
+        cmocka_unit_test(test_plan_covers_every_row_once),
+        cmocka_unit_test(test_pipeline_loads_once_and_never_stalls),
+        cmocka_unit_test(test_pipeline_reports_first_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
