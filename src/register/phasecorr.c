@@ -42,6 +42,7 @@ void ts_register_options_init(ts_register_options *opt) {
     opt->spectral_sigma = 1.0;
     opt->candidates = 6;
     opt->min_overlap = 0.25;
+    opt->min_ncc = 0.1;
     opt->strip_margin = 1.25;
 }
 
@@ -531,6 +532,13 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
         }
     }
     res->confidence = ncc * (1.0 - rival);
+    if (c->ncc < r->opt.min_ncc) {
+        /* Nothing in the overlap matches (blank or featureless tile): the
+         * nominal offset is a better guess than a noise peak, and says so. */
+        res->dy = prior_dy;
+        res->dx = prior_dx;
+        res->confidence = 0;
+    }
     (void)ssd;
     return TS_OK;
 }

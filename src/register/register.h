@@ -40,6 +40,8 @@ typedef struct ts_register_options {
     int candidates;         /* correlation peaks checked by NCC, default 6 */
     double min_overlap;     /* candidate shifts must keep this fraction of the strip area
                                overlapping, default 0.25 */
+    double min_ncc;         /* best overlap NCC below this: no match, the prior shift is
+                               returned with confidence 0; default 0.1 */
     double strip_margin;    /* strip depth = overlap * margin, clipped to the tile; default 1.25 */
 } ts_register_options;
 
