@@ -159,11 +159,10 @@ ts_status ts_plate_write_layout(const ts_plate_layout *L, ts_error *err) {
 
     plate = json_object();
     if (L->version == TS_OME_04) json_object_set_new(plate, "version", json_string("0.4"));
-    if (L->name) json_object_set_new(plate, "name", json_string(L->name));
-    json_t *acq = json_array(), *a0 = json_object();
-    json_object_set_new(a0, "id", json_integer(0));
-    json_array_append_new(acq, a0);
-    json_object_set_new(plate, "acquisitions", acq);
+    /* strict plates want a name: default to the store's base name */
+    const char *base = strrchr(L->path, '/');
+    base = base && base[1] ? base + 1 : L->path;
+    json_object_set_new(plate, "name", json_string(L->name ? L->name : base));
     json_t *jr = json_array(), *jc = json_array(), *jw = json_array();
     for (int i = 0; i < nr; i++) {
         json_t *o = json_object();
@@ -187,10 +186,16 @@ ts_status ts_plate_write_layout(const ts_plate_layout *L, ts_error *err) {
         int np = L->positions_per_well ? L->positions_per_well[w] : L->npositions;
         if (np > maxfields) maxfields = np;
     }
+    int fc = L->field_count > 0 ? L->field_count : maxfields;
+    json_t *acq = json_array(), *a0 = json_object();
+    json_object_set_new(a0, "id", json_integer(0));
+    json_object_set_new(a0, "name", json_string(L->name ? L->name : "acquisition 0"));
+    if (fc > 0) json_object_set_new(a0, "maximumfieldcount", json_integer(fc));
+    json_array_append_new(acq, a0);
+    json_object_set_new(plate, "acquisitions", acq);
     json_object_set_new(plate, "columns", jc);
     json_object_set_new(plate, "rows", jr);
     json_object_set_new(plate, "wells", jw);
-    int fc = L->field_count > 0 ? L->field_count : maxfields;
     if (fc > 0) json_object_set_new(plate, "field_count", json_integer(fc));
     json_t *content = json_object();
     json_object_set_new(content, "plate", plate);
