@@ -474,9 +474,16 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
             }
     }
     if (ncands == 0) return TS_OK; /* no plausible shift: prior, confidence 0 */
+    /* Best NCC wins; a small penalty for the distance from the nominal
+     * shift (0.1 NCC per strip side) only breaks near-ties, where the
+     * images cannot decide (periodic or featureless overlaps). */
+    double scale = 0.1 / (double)(h > w ? h : w);
     int best = 0;
-    for (int i = 1; i < ncands; i++)
-        if (cands[i].ncc > cands[best].ncc) best = i;
+    double best_score = -1e300;
+    for (int i = 0; i < ncands; i++) {
+        double score = cands[i].ncc - scale * hypot(cands[i].sy - prior_dy, cands[i].sx - prior_dx);
+        if (score > best_score) best_score = score, best = i;
+    }
     const candidate *c = &cands[best];
     const peak *bp = &peaks[c->peak];
 
