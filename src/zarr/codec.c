@@ -132,7 +132,12 @@ static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char
         size_t ts = c->typesize > 0 ? (size_t)c->typesize : esize;
         int r = blosc_compress_ctx(c->level, (int)c->shuffle, ts, n, in, o, cap,
                                    c->cname[0] ? c->cname : "lz4", (size_t)c->blocksize, 1);
-        if (r <= 0) { free(o); return ts_fail(err, TS_ERR_CODEC, "blosc compression failed (cname '%s', %d)", c->cname, r); }
+        if (r <= 0) {
+            free(o);
+            int code = blosc_compname_to_compcode(c->cname[0] ? c->cname : "lz4");
+            if (code < 0) return ts_fail(err, TS_ERR_UNSUPPORTED, "blosc compressor '%s' is not available", c->cname);
+            return ts_fail(err, TS_ERR_CODEC, "blosc compression failed (cname '%s', %d)", c->cname, r);
+        }
         *out = o;
         *out_n = (size_t)r;
         return TS_OK;
@@ -263,6 +268,12 @@ static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *
     int r = nbytes ? blosc_decompress_ctx(in, buf, nbytes, 1) : 0;
     if (r < 0 || (size_t)r != nbytes) {
         if (!dst) free(buf);
+        /* Flags bits 5-7 name the compressor; Debian's c-blosc lacks snappy. */
+        const char *cname = NULL;
+        int code = in[2] >> 5;
+        if (blosc_compcode_to_compname(code, &cname) < 0)
+            return ts_fail(err, TS_ERR_UNSUPPORTED, "blosc compressor '%s' (code %d) is not available in this c-blosc build",
+                           cname ? cname : "?", code);
         return ts_fail(err, TS_ERR_CORRUPT, "blosc decompression failed (%d)", r);
     }
     *out = buf;
