@@ -1,10 +1,125 @@
-/* tessera stitch: placeholder until the stage lands (replaced by its implementation). */
-#include "cli/cli.h"
+/* tessera stitch: estimate tile positions, then fuse, in one command. */
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+static const char *STITCH_USAGE =
+    "usage: tessera stitch PLATE -o OUT --overlap PX [options]\n"
+    "\n"
+    "Estimate the tile positions of PLATE (as 'tessera estimate'), write them to a\n"
+    "shifts file, then fuse the tiles into the OME-Zarr plate OUT (as 'tessera\n"
+    "fuse'). Takes the options of both commands ('tessera estimate --help',\n"
+    "'tessera fuse --help'); shared flags (--flipud, --fliplr, --rot90, --wells,\n"
+    "--threads) apply to both steps.\n"
+    "\n"
+    "  -o, --output OUT       output plate store (required)\n"
+    "  --shifts-out FILE      where the shifts file goes (default OUT.shifts.yaml)\n"
+    "  --overlap PX | --overlap-x PX --overlap-y PX   (required, see estimate)\n"
+    "  --channel C, --timepoint T, --z Z, --clahe, --solver l1|l2,\n"
+    "  --edge-weights MODE, --names-yx, --cache BYTES        estimate options\n"
+    "  --format, --blend, --exponent, --dtype, --chunk, --shard, --codec,\n"
+    "  --levels, --tcz, --t-out, --memory                     fuse options\n"
+    "  --flipud, --fliplr, --rot90 K, --wells LIST, --threads N   both steps\n"
+    "  --json                 print {\"shifts\", \"estimate\", \"fuse\"} on stdout\n"
+    "  -h, --help             this help\n";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 int cmd_stitch(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "tessera stitch: not implemented yet\n");
-    return CLI_FAIL;
+    const char *cmd = "stitch";
+    ts_estimate_options eo;
+    ts_fuse_options fo;
+    ts_estimate_options_init(&eo);
+    ts_fuse_options_init(&fo);
+    const char *input = NULL, *output = NULL, *shifts_out = NULL;
+    bool json = false;
+    ts_orientation orient = {false, false, 0};
+    bool orient_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(STITCH_USAGE, stdout);
+            return CLI_OK;
+        }
+        int r = cli_estimate_option(cmd, argc, argv, &i, &eo);
+        if (r == 0) r = cli_fuse_option(cmd, argc, argv, &i, &fo);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            output = v;
+        } else if (!strcmp(a, "--shifts-out")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            shifts_out = v;
+        } else if (!strcmp(a, "--flipud")) {
+            orient.flipud = true, orient_given = true;
+        } else if (!strcmp(a, "--fliplr")) {
+            orient.fliplr = true, orient_given = true;
+        } else if (!strcmp(a, "--rot90")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(cmd, a, v, -3, 3, &orient.rot90)) return CLI_USAGE;
+            orient_given = true;
+        } else if (!strcmp(a, "--wells")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            eo.wells = fo.wells = v;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(cmd, a, v, 0, 4096, &eo.threads)) return CLI_USAGE;
+            fo.threads = eo.threads;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option %s", a);
+        } else if (!input) {
+            input = a;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!input) return cli_usage_error(cmd, "needs PLATE");
+    if (!output) return cli_usage_error(cmd, "needs -o OUT");
+    if (eo.overlap_x <= 0 || eo.overlap_y <= 0)
+        return cli_usage_error(cmd, "needs --overlap PX (or both --overlap-x and --overlap-y)");
+    char shifts_default[4200];
+    if (!shifts_out) {
+        size_t n = strlen(output);
+        while (n > 1 && output[n - 1] == '/') n--;
+        snprintf(shifts_default, sizeof shifts_default, "%.*s.shifts.yaml", (int)n, output);
+        shifts_out = shifts_default;
+    }
+    eo.input = input;
+    eo.output = shifts_out;
+    eo.orientation = orient;
+    eo.progress = cli_progress;
+    /* fuse reads the orientation estimate recorded in the shifts file */
+    fo.input = input;
+    fo.shifts = shifts_out;
+    fo.output = output;
+    fo.orientation = orient;
+    fo.orientation_given = orient_given;
+    fo.progress = cli_progress;
+
+    ts_error err;
+    ts_estimate_result er;
+    ts_fuse_result fr;
+    double t0 = now_seconds();
+    if (ts_estimate_run(&eo, &er, &err) != TS_OK) return cli_fail(cmd, &err);
+    double t1 = now_seconds();
+    if (ts_fuse_run(&fo, &fr, &err) != TS_OK) return cli_fail(cmd, &err);
+    double t2 = now_seconds();
+    if (json) {
+        printf("{\"shifts\": \"%s\", \"estimate\": ", shifts_out);
+        cli_estimate_report(&er, t1 - t0);
+        printf(", \"fuse\": ");
+    }
+    cli_fuse_report(cmd, &fr, json, t2 - t1);
+    if (json) printf("}\n");
+    return CLI_OK;
 }

@@ -220,19 +220,39 @@ def read_output(store, well, level=0):
 
 
 def read_v3_zarrita(arr_dir):
+    return read_many_v3_zarrita([arr_dir])[0]
+
+
+def read_many_v3_zarrita(arr_dirs):
+    """Reads zarr v3 arrays with zarrita (node), one process for all."""
     import subprocess
     import tempfile
     src = os.environ.get("TESSERA_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
     js = os.path.join(src, "tests", "interop", "js", "zarr_dump.mjs")
     with tempfile.TemporaryDirectory() as td:
-        out = os.path.join(td, "a.bin")
-        p = subprocess.run(["node", js, arr_dir, out], capture_output=True, text=True,
-                           cwd=os.path.dirname(js))
-        line = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
-        if p.returncode != 0 or not line.get("ok"):
-            raise RuntimeError("zarrita could not read %s: %s %s" % (arr_dir, line, p.stderr))
-        dt = {"uint16": np.uint16, "float32": np.float32}[line["dtype"]]
-        return np.fromfile(out, dtype=dt).reshape(line["shape"])
+        args = []
+        for i, d in enumerate(arr_dirs):
+            args += [os.path.abspath(d), os.path.join(td, "%d.bin" % i)]
+        p = subprocess.run(["node", js] + args, capture_output=True, text=True, cwd=os.path.dirname(js))
+        lines = [json.loads(x) for x in p.stdout.strip().splitlines() if x.startswith("{")]
+        if p.returncode != 0 or len(lines) != len(arr_dirs) or not all(x.get("ok") for x in lines):
+            raise RuntimeError("zarrita could not read %s: %s %s" % (arr_dirs, lines, p.stderr))
+        dts = {"uint16": np.uint16, "float32": np.float32, "uint8": np.uint8}
+        return [np.fromfile(os.path.join(td, "%d.bin" % i), dtype=dts[x["dtype"]]).reshape(x["shape"])
+                for i, x in enumerate(lines)]
+
+
+def read_shifts_origins(path, well):
+    """total_translation of one well from a shifts file (PyYAML)."""
+    import yaml
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    out = {}
+    for k, v in doc["total_translation"].items():
+        w, name = k.rsplit("/", 1)
+        if w == well:
+            out[name] = (int(v[0]), int(v[1]))
+    return out
 
 
 # ------------------------------------------------------- NGFF validation

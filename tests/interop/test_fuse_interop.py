@@ -265,6 +265,35 @@ def errors_are_clear():
     assert "usage" in run("fuse", "--help").stdout
 
 
+@case
+def simulate_05_input_and_stitch():
+    """A plate written by `tessera simulate` (0.5 input, read for the reference
+    with zarrita), fused at its true origins; then `stitch` end to end."""
+    d = fresh("sim")
+    plate = os.path.join(d, "sim.zarr")
+    truth = os.path.join(d, "truth.yaml")
+    run("simulate", "-o", plate, "--grid", "3x2", "--tile", "40x56", "--overlap", "10", "--channels", "2",
+        "--acq-fliplr", "--acq-rot90", "3", "--truth", truth, "--seed", "3")
+    out = os.path.join(d, "o.zarr")
+    run("fuse", plate, truth, "-o", out, "--chunk", "16", "--format", "0.4")
+    origins = R.read_shifts_origins(truth, "A/1")
+    names = sorted(origins)
+    raws = R.read_many_v3_zarrita([os.path.join(plate, "A/1", n, "0") for n in names])
+    _, ref = R.fuse(raws, [origins[n] for n in names], orientation=(False, True, 3))
+    compare_u16(R.read_output(out, "A/1"), ref, "simulate plate at truth")
+    st = os.path.join(d, "st.zarr")
+    p = run("stitch", plate, "-o", st, "--overlap", "10", "--fliplr", "--rot90", "3", "--json",
+            "--chunk", "16")
+    import json as _json
+    summary = _json.loads(p.stdout)
+    assert summary["fuse"]["wells"] == 1 and os.path.exists(summary["shifts"]), summary
+    R.validate_ngff(st, ["A/1"], "0.5")
+    # stitch = estimate + fuse: same bytes as fusing its shifts file
+    again = os.path.join(d, "again.zarr")
+    run("fuse", plate, summary["shifts"], "-o", again, "--chunk", "16")
+    assert np.array_equal(R.read_output(again, "A/1"), R.read_output(st, "A/1"))
+
+
 if FAILS:
     print("failed:", ", ".join(FAILS))
     sys.exit(1)
