@@ -362,6 +362,8 @@ ts_status tz_meta_parse_v3(const char *where, json_t *doc, tz_array_meta *meta,
             if (meta->codecs.c[i].id != TZ_CODEC_BYTES) meta->codecs.c[k++] = meta->codecs.c[i];
         meta->codecs.n = k;
     } else {
+        if (meta->codecs.n > 0)
+            return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: codecs after sharding_indexed are not supported", where);
         for (int d = 0; d < meta->ndim; d++)
             if (meta->sharding.inner_chunk[d] <= 0 || meta->chunk[d] % meta->sharding.inner_chunk[d] != 0)
                 return ts_fail(err, TS_ERR_FORMAT, "%s: shard shape is not a multiple of the inner chunk_shape (axis %d)", where, d);
@@ -388,6 +390,8 @@ static ts_status check_meta(const char *where, const tz_array_meta *meta, ts_err
             return ts_fail(err, TS_ERR_ARG, "%s: shard %lld is not a multiple of inner chunk %lld (axis %d)", where,
                            (long long)meta->chunk[d], (long long)meta->sharding.inner_chunk[d], d);
     }
+    if (meta->sharded && meta->codecs.n > 0)
+        return ts_fail(err, TS_ERR_ARG, "%s: sharded arrays take their codecs in sharding.codecs (meta.codecs must be empty)", where);
     if (meta->separator != '/' && meta->separator != '.')
         return ts_fail(err, TS_ERR_ARG, "%s: separator '%c'", where, meta->separator);
     return TS_OK;

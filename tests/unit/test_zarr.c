@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/pool.h"
 #include "zarr/zarr.h"
 
 static char tmpdir[512];
@@ -537,6 +538,68 @@ static void test_groups(void **state) {
     assert_non_null(strstr(err.message, "nothing-here"));
 }
 
+/* ---------------------------------------------------- threads (run under ASan) */
+
+typedef struct {
+    tz_array *arr;
+    const uint16_t *full;
+    int64_t H, W, S;
+} par_ctx;
+
+static int par_write(void *user, int64_t i, int worker) {
+    (void)worker;
+    par_ctx *c = user;
+    int64_t gw = (c->W + c->S - 1) / c->S;
+    int64_t idx[2] = {i / gw, i % gw};
+    uint16_t *blk = malloc(sizeof(uint16_t) * (size_t)(c->S * c->S));
+    for (int64_t y = 0; y < c->S; y++)
+        for (int64_t x = 0; x < c->S; x++) {
+            int64_t gy = idx[0] * c->S + y, gx = idx[1] * c->S + x;
+            blk[y * c->S + x] = gy < c->H && gx < c->W ? c->full[gy * c->W + gx] : 0;
+        }
+    ts_error err;
+    int rc = tz_array_write_block(c->arr, idx, blk, &err) != TS_OK;
+    free(blk);
+    return rc;
+}
+
+static int par_read(void *user, int64_t i, int worker) {
+    (void)worker;
+    par_ctx *c = user;
+    uint64_t r = (uint64_t)i * 0x9E3779B97F4A7C15ull + 1;
+    int64_t s[2] = {(int64_t)(r % (uint64_t)c->H), (int64_t)((r >> 20) % (uint64_t)c->W)};
+    int64_t n[2] = {1 + (int64_t)((r >> 40) % (uint64_t)(c->H - s[0])), 1 + (int64_t)((r >> 50) % (uint64_t)(c->W - s[1]))};
+    uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)(n[0] * n[1]));
+    ts_error err;
+    int rc = tz_array_read(c->arr, s, n, buf, &err) != TS_OK;
+    for (int64_t y = 0; !rc && y < n[0]; y++)
+        for (int64_t x = 0; x < n[1]; x++)
+            if (buf[y * n[1] + x] != c->full[(s[0] + y) * c->W + s[1] + x]) { rc = 2; break; }
+    free(buf);
+    return rc;
+}
+
+static void test_parallel_writes_and_reads(void **state) {
+    (void)state;
+    const int64_t H = 100, W = 90, S = 32;
+    uint16_t *full = malloc(sizeof(uint16_t) * (size_t)(H * W));
+    for (int64_t i = 0; i < H * W; i++) full[i] = (uint16_t)(i % 7 == 0 ? 0 : 1 + rng() % 65000);
+    ts_pool *pool = ts_pool_create(4);
+    assert_non_null(pool);
+    for (int sharded = 0; sharded < 2; sharded++) {
+        tz_array_meta m = sharded ? sharded_meta(H, W, S, 8, TS_CODEC_ZSTD) : meta2d(2, H, W, S, S, TS_UINT16);
+        if (!sharded) tz_meta_set_codec(&m, TS_CODEC_BLOSC_ZSTD);
+        par_ctx c = {NULL, full, H, W, S};
+        ts_error err;
+        assert_int_equal(tz_array_create(tmp_path(sharded ? "par3" : "par2"), &m, &c.arr, &err), TS_OK);
+        assert_int_equal(ts_pool_for(pool, ((H + S - 1) / S) * ((W + S - 1) / S), par_write, &c), 0);
+        assert_int_equal(ts_pool_for(pool, 200, par_read, &c), 0);
+        tz_array_close(c.arr);
+    }
+    ts_pool_destroy(pool);
+    free(full);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
@@ -552,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_chunk_names_key),
         cmocka_unit_test(test_unsupported_metadata),
         cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_parallel_writes_and_reads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
