@@ -4,6 +4,7 @@
 #include "simulate/specimen.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,18 +24,41 @@ uint64_t sim_hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
 double sim_u01(uint64_t h) { return (double)(h >> 11) * 0x1.0p-53; }
 
 /* Value noise: hashed lattice values, smoothly interpolated; ~[0, 1]. */
-static float vnoise(uint64_t salt, double x, double y) {
-    double fx = floor(x), fy = floor(y);
-    int64_t ix = (int64_t)fx, iy = (int64_t)fy;
-    float tx = (float)(x - fx), ty = (float)(y - fy);
-    tx = tx * tx * (3 - 2 * tx);
-    ty = ty * ty * (3 - 2 * ty);
-    float v00 = (float)sim_u01(sim_hash(salt, (uint64_t)iy, (uint64_t)ix, 7));
-    float v01 = (float)sim_u01(sim_hash(salt, (uint64_t)iy, (uint64_t)(ix + 1), 7));
-    float v10 = (float)sim_u01(sim_hash(salt, (uint64_t)(iy + 1), (uint64_t)ix, 7));
-    float v11 = (float)sim_u01(sim_hash(salt, (uint64_t)(iy + 1), (uint64_t)(ix + 1), 7));
-    float a = v00 + (v01 - v00) * tx, b = v10 + (v11 - v10) * tx;
-    return a + (b - a) * ty;
+static inline float lattice(uint64_t salt, int64_t iy, int64_t ix) {
+    return (float)sim_u01(sim_hash(salt, (uint64_t)iy, (uint64_t)ix, 7));
+}
+
+static inline float smooth(float t) { return t * t * (3 - 2 * t); }
+
+/* Adds amp * noise(y / scale, (x0 + c) / scale) to out[c] for c in [0, n)
+ * where mask (if not NULL) is set. Along a row the lattice cell changes only
+ * every `scale` pixels, so its four corner values are cached. */
+static void vnoise_row(uint64_t salt, double y, double x0, int n, double scale, float amp,
+                       const unsigned char *mask, float *out) {
+    double fy = y / scale, iyf = floor(fy);
+    int64_t iy = (int64_t)iyf;
+    float ty = smooth((float)(fy - iyf));
+    int64_t cached = INT64_MIN;
+    float v00 = 0, v01 = 0, v10 = 0, v11 = 0;
+    for (int c = 0; c < n; c++) {
+        if (mask && !mask[c]) continue;
+        double fx = (x0 + c) / scale, ixf = floor(fx);
+        int64_t ix = (int64_t)ixf;
+        if (ix != cached) {
+            if (ix == cached + 1) {
+                v00 = v01, v10 = v11;
+            } else {
+                v00 = lattice(salt, iy, ix);
+                v10 = lattice(salt, iy + 1, ix);
+            }
+            v01 = lattice(salt, iy, ix + 1);
+            v11 = lattice(salt, iy + 1, ix + 1);
+            cached = ix;
+        }
+        float tx = smooth((float)(fx - ixf));
+        float a = v00 + (v01 - v00) * tx, b = v10 + (v11 - v10) * tx;
+        out[c] += amp * (a + (b - a) * ty);
+    }
 }
 
 typedef struct blob {
@@ -135,21 +159,29 @@ void sim_render(const sim_plane *pl, double y0, double x0, int h, int w, float *
      * slowly varying background everywhere */
     uint64_t salt = sim_hash(pl->seed, (uint64_t)pl->channel, 0, 5);
     uint64_t salt_bg = sim_hash(pl->seed, 0, 0, 6);
+    float *tex = malloc((size_t)w * sizeof *tex);
+    unsigned char *mask = malloc((size_t)w);
+    if (!tex || !mask) {
+        /* no scratch: plain blobs, still deterministic for this size */
+        free(tex);
+        free(mask);
+        return;
+    }
     for (int r = 0; r < h; r++) {
         double y = y0 + r;
         float *row = out + (size_t)r * (size_t)w;
         for (int c = 0; c < w; c++) {
-            double x = x0 + c;
-            float v = row[c];
-            if (v > 1.0f) {
-                float tex = 0.5f * vnoise(salt, y / 3.0, x / 3.0) +
-                            0.3f * vnoise(salt + 1, y / 9.0, x / 9.0) +
-                            0.2f * vnoise(salt + 2, y / 27.0, x / 27.0);
-                v *= 0.55f + 0.9f * tex;
-            }
-            v += 80.0f * vnoise(salt_bg, y / 160.0, x / 160.0) +
-                 40.0f * vnoise(salt_bg + 1, y / 45.0, x / 45.0);
-            row[c] = v;
+            mask[c] = row[c] > 1.0f;
+            tex[c] = 0.55f;
         }
+        vnoise_row(salt, y, x0, w, 3.0, 0.45f, mask, tex);
+        vnoise_row(salt + 1, y, x0, w, 9.0, 0.27f, mask, tex);
+        vnoise_row(salt + 2, y, x0, w, 27.0, 0.18f, mask, tex);
+        for (int c = 0; c < w; c++)
+            if (mask[c]) row[c] *= tex[c];
+        vnoise_row(salt_bg, y, x0, w, 160.0, 80.0f, NULL, row);
+        vnoise_row(salt_bg + 1, y, x0, w, 45.0, 40.0f, NULL, row);
     }
+    free(tex);
+    free(mask);
 }
