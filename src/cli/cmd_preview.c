@@ -1,10 +1,56 @@
-/* tessera preview: placeholder until the stage lands (replaced by its implementation). */
+/* tessera preview: write a downsampled PNG of a well's mosaic. */
 #include "cli/cli.h"
+
 #include <stdio.h>
+#include <string.h>
+
+static const char *CMD = "preview";
+
+static void help(void) {
+    printf("usage: tessera preview STORE -o PICTURE.png [--well W] [--max-size PX]\n"
+           "                        [--shifts shifts.yaml]\n\n"
+           "Write a downsampled picture of a fused mosaic (one image per well): the smallest\n"
+           "pyramid level that still reaches --max-size is mean-downsampled, each channel\n"
+           "contrast-stretched (0.5-99.5 percentiles of covered pixels) in its omero colour.\n\n"
+           "options:\n"
+           "  -o, --output FILE   PNG to write\n"
+           "  --well W            well, e.g. B/3 (default: the first with an image)\n"
+           "  --max-size PX       longest side of the picture (default 1024)\n"
+           "  --shifts FILE       draw tile outlines and neighbour links coloured by\n"
+           "                      registration confidence (red 0, yellow 0.5, green 1)\n");
+}
 
 int cmd_preview(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "tessera preview: not implemented yet\n");
-    return CLI_FAIL;
+    ts_preview_options o;
+    ts_preview_options_init(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
+            o.output = v;
+        } else if (!strcmp(a, "--well")) {
+            if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
+            o.well = v;
+        } else if (!strcmp(a, "--max-size")) {
+            if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(CMD, a, v, 16, 65536, &o.max_size)) return CLI_USAGE;
+        } else if (!strcmp(a, "--shifts")) {
+            if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
+            o.shifts = v;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        } else if (!o.store) {
+            o.store = a;
+        } else {
+            return cli_usage_error(CMD, "one STORE only (got '%s' and '%s')", o.store, a);
+        }
+    }
+    if (!o.store) return cli_usage_error(CMD, "missing STORE");
+    if (!o.output) return cli_usage_error(CMD, "missing -o PICTURE.png");
+    ts_error err = {0};
+    if (ts_preview(&o, &err) != TS_OK) return cli_fail(CMD, &err);
+    return CLI_OK;
 }

@@ -1,0 +1,149 @@
+/* Drawing and PNG output of the preview (see canvas.h). */
+#include "preview/canvas.h"
+
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/fs.h"
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+void pv_add_channel(pv_canvas *cv, const float *plane, const unsigned char *valid, double lo_pct,
+                    double hi_pct, const float color[3]) {
+    size_t n = (size_t)cv->h * (size_t)cv->w, m = 0;
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return;
+    for (size_t i = 0; i < n; i++)
+        if (!valid || valid[i]) v[m++] = plane[i];
+    if (m == 0) {
+        free(v);
+        return;
+    }
+    qsort(v, m, sizeof *v, cmp_float);
+    float lo = v[(size_t)(lo_pct / 100.0 * (double)(m - 1))];
+    float hi = v[(size_t)(hi_pct / 100.0 * (double)(m - 1))];
+    free(v);
+    float span = hi > lo ? hi - lo : 1.0f;
+    for (size_t i = 0; i < n; i++) {
+        if (valid && !valid[i]) continue;
+        float x = (plane[i] - lo) / span;
+        x = x < 0 ? 0 : x > 1 ? 1 : x;
+        for (int k = 0; k < 3; k++) {
+            float *p = &cv->rgb[i * 3 + (size_t)k];
+            *p += x * color[k];
+            if (*p > 1) *p = 1;
+        }
+    }
+}
+
+int pv_parse_color(const char *hex, float out[3]) {
+    if (!hex || strlen(hex) != 6) return 0;
+    for (int k = 0; k < 3; k++) {
+        char b[3] = {hex[2 * k], hex[2 * k + 1], 0};
+        char *end;
+        long v = strtol(b, &end, 16);
+        if (*end) return 0;
+        out[k] = (float)v / 255.0f;
+    }
+    return 1;
+}
+
+void pv_confidence_color(double c, float out[3]) {
+    if (!(c >= 0)) c = 0;
+    if (c > 1) c = 1;
+    /* 0 red, 0.5 yellow, 1 green */
+    out[0] = (float)(c < 0.5 ? 1.0 : 2.0 * (1.0 - c));
+    out[1] = (float)(c < 0.5 ? 2.0 * c : 1.0);
+    out[2] = 0;
+}
+
+static void plot(pv_canvas *cv, long y, long x, const float color[3]) {
+    if (y < 0 || x < 0 || y >= cv->h || x >= cv->w) return;
+    float *p = &cv->rgb[((size_t)y * (size_t)cv->w + (size_t)x) * 3];
+    p[0] = color[0], p[1] = color[1], p[2] = color[2];
+}
+
+void pv_line(pv_canvas *cv, double y0, double x0, double y1, double x1, const float color[3]) {
+    double dy = y1 - y0, dx = x1 - x0;
+    long steps = (long)ceil(fmax(fabs(dy), fabs(dx)));
+    if (steps < 1) steps = 1;
+    if (steps > 1L << 20) return; /* absurd coordinates: draw nothing */
+    for (long i = 0; i <= steps; i++) {
+        double t = (double)i / (double)steps;
+        plot(cv, lround(y0 + t * dy), lround(x0 + t * dx), color);
+    }
+}
+
+void pv_rect(pv_canvas *cv, double y0, double x0, double y1, double x1, const float color[3]) {
+    pv_line(cv, y0, x0, y0, x1, color);
+    pv_line(cv, y1, x0, y1, x1, color);
+    pv_line(cv, y0, x0, y1, x0, color);
+    pv_line(cv, y0, x1, y1, x1, color);
+}
+
+typedef struct membuf {
+    unsigned char *data;
+    size_t size, cap;
+    int failed;
+} membuf;
+
+static void png_write_mem(png_structp png, png_bytep data, png_size_t n) {
+    membuf *m = png_get_io_ptr(png);
+    if (m->failed) return;
+    if (m->size + n > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 65536;
+        while (cap < m->size + n) cap *= 2;
+        unsigned char *p = realloc(m->data, cap);
+        if (!p) {
+            m->failed = 1;
+            return;
+        }
+        m->data = p, m->cap = cap;
+    }
+    memcpy(m->data + m->size, data, n);
+    m->size += n;
+}
+
+static void png_flush_mem(png_structp png) { (void)png; }
+
+ts_status pv_write_png(const pv_canvas *cv, const char *path, ts_error *err) {
+    membuf m = {0};
+    unsigned char *row = malloc((size_t)cv->w * 3);
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!row || !png || !info) {
+        free(row);
+        png_destroy_write_struct(&png, info ? &info : NULL);
+        return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for the PNG", path);
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(row);
+        free(m.data);
+        return ts_fail(err, TS_ERR_CODEC, "%s: libpng failed to encode the picture", path);
+    }
+    png_set_write_fn(png, &m, png_write_mem, png_flush_mem);
+    png_set_IHDR(png, info, (png_uint_32)cv->w, (png_uint_32)cv->h, 8, PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int y = 0; y < cv->h; y++) {
+        const float *src = &cv->rgb[(size_t)y * (size_t)cv->w * 3];
+        for (int i = 0; i < cv->w * 3; i++) row[i] = (unsigned char)lroundf(src[i] * 255.0f);
+        png_write_row(png, row);
+    }
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(row);
+    ts_status st;
+    if (m.failed) st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for the PNG", path);
+    else st = ts_write_file_atomic(path, m.data, m.size, err);
+    free(m.data);
+    return st;
+}

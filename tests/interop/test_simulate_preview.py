@@ -1,0 +1,95 @@
+"""tessera preview of a fused mosaic, checked against numpy + PIL.
+
+A simulated plate is fused (0.4, one channel, with pyramid levels); the PNG
+must have the size the level choice implies, its grey levels must follow a
+numpy mean-downsample of the level zarr-python reads, and --shifts must draw
+coloured outlines on the grey picture. Input plates (many images per well)
+are refused with a clear message.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import zarr
+from PIL import Image
+
+BIN = os.environ["TESSERA_BIN"]
+TMP = os.path.join(os.environ["TESSERA_TEST_TMP"], "preview_py")
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def run(*args, ok=True):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True)
+    if ok and p.returncode != 0:
+        raise SystemExit(f"tessera {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def main():
+    if os.path.exists(TMP):
+        shutil.rmtree(TMP)
+    os.makedirs(TMP)
+    plate, truth, out = (os.path.join(TMP, n) for n in ("in.zarr", "truth.yaml", "out.zarr"))
+    run("simulate", "-o", plate, "--grid", "4x3", "--tile", "160x200", "--overlap", "24",
+        "--format", "0.4", "--truth", truth, "--seed", "5", "-q")
+    run("fuse", plate, truth, "-o", out, "--format", "0.4", "--levels", "2", "--chunk", "128")
+
+    g = zarr.open(out, mode="r")
+    lv = [g[f"A/1/0/{k}"] for k in range(3)]
+    sides = [max(a.shape[-2:]) for a in lv]
+    for max_size in (100, sides[1], 1000):
+        png = os.path.join(TMP, f"p{max_size}.png")
+        run("preview", out, "-o", png, "--max-size", str(max_size))
+        im = np.asarray(Image.open(png).convert("RGB")).astype(float)
+        # the level: smallest whose longest side reaches max_size, else 0
+        cands = [k for k, s in enumerate(sides) if s >= max_size]
+        k = min(cands, key=lambda j: sides[j]) if cands else 0
+        f = -(-sides[k] // max_size)
+        ref = lv[k][0, 0, 0].astype(float)
+        H, W = ref.shape
+        oh, ow = -(-H // f), -(-W // f)
+        check(im.shape[:2] == (oh, ow), f"max {max_size}: PNG {im.shape[:2]} != expected {(oh, ow)} (level {k}, f {f})")
+        check(max(im.shape[:2]) <= max_size, f"max {max_size}: PNG larger than asked")
+        if im.shape[:2] != (oh, ow):
+            continue
+        pad = np.zeros((oh * f, ow * f))
+        cnt = np.zeros_like(pad)
+        pad[:H, :W] = ref
+        cnt[:H, :W] = 1
+        ds = pad.reshape(oh, f, ow, f).sum(axis=(1, 3)) / cnt.reshape(oh, f, ow, f).sum(axis=(1, 3))
+        grey = im[..., 0]
+        check(np.array_equal(im[..., 0], im[..., 1]) and np.array_equal(im[..., 1], im[..., 2]),
+              "one channel should give a grey picture")
+        r = np.corrcoef(grey.ravel(), ds.ravel())[0, 1]
+        check(r > 0.95, f"max {max_size}: picture does not follow the downsampled mosaic (r = {r:.3f})")
+        check(grey.max() == 255 and grey.min() == 0, "no contrast stretch to the full range")
+        print(f"max-size {max_size}: level {k}, factor {f}, {ow}x{oh}, r = {r:.4f}")
+
+    png = os.path.join(TMP, "outlines.png")
+    run("preview", out, "-o", png, "--shifts", truth, "--max-size", "300")
+    im = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    coloured = (np.abs(im[..., 0] - im[..., 1]) > 60) | (np.abs(im[..., 1] - im[..., 2]) > 60)
+    check(coloured.sum() > 100, f"--shifts drew {coloured.sum()} coloured pixels")
+
+    p = run("preview", plate, "-o", os.path.join(TMP, "x.png"), ok=False)
+    check(p.returncode == 1 and "images" in p.stderr, f"input plate: rc {p.returncode} {p.stderr.strip()}")
+    check(not os.path.exists(os.path.join(TMP, "x.png")), "a refused preview left a file")
+    p = run("preview", out, "-o", os.path.join(TMP, "y.png"), "--well", "H/9", ok=False)
+    check(p.returncode != 0 and "H/9" in p.stderr, f"unknown well: {p.stderr.strip()}")
+
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
