@@ -4,7 +4,11 @@
  *   zarr_read time DIR REPS  per layout: tz_array_read of the whole tile and of
  *                            a 2048x256 overlap strip, beside the baseline of
  *                            reading the chunk file and one ZSTD_decompress /
- *                            blosc_decompress_ctx of it; peak RSS */
+ *                            blosc_decompress_ctx of it; peak RSS
+ *   zarr_read write DIR REPS tz_array_write_block of the tile as one zstd shard
+ *                            (inner 512 and 128) beside the baseline of the
+ *                            same inner chunks through one reused ZSTD_CCtx
+ *                            and one file write */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,70 @@ static double now(void) {
 static void die(const ts_error *err) {
     fprintf(stderr, "zarr_read: %s\n", err->message);
     exit(1);
+}
+
+static uint16_t *gen_tile(void) {
+    uint16_t *img = malloc(sizeof(uint16_t) * N * N);
+    uint64_t st = 12345;
+    for (int y = 0; y < N; y++)
+        for (int x = 0; x < N; x++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            /* smooth background, blobs, sensor noise: compresses like a real tile */
+            int v = 800 + (int)(300.0 * ((x * 7 + y * 3) % 512) / 512.0) + (int)((st >> 59) & 31);
+            if (((x / 40) + (y / 40)) % 7 == 0) v += 2000;
+            img[(size_t)y * N + x] = (uint16_t)v;
+        }
+    return img;
+}
+
+static void time_write(const char *dir, int inner, int reps) {
+    char path[1024], base_file[1100];
+    snprintf(path, sizeof path, "%s/w%d", dir, inner);
+    snprintf(base_file, sizeof base_file, "%s/w%d.baseline", dir, inner);
+    uint16_t *img = gen_tile();
+    tz_array_meta m;
+    tz_array_meta_init(&m, 3);
+    m.ndim = 2;
+    m.shape[0] = m.shape[1] = m.chunk[0] = m.chunk[1] = N;
+    m.dtype = TS_UINT16;
+    m.sharded = true;
+    m.sharding.inner_chunk[0] = m.sharding.inner_chunk[1] = inner;
+    tz_meta_set_codec(&m, TS_CODEC_ZSTD);
+    tz_array *a;
+    ts_error err;
+    if (tz_array_create(path, &m, &a, &err)) die(&err);
+    size_t ib = sizeof(uint16_t) * (size_t)inner * inner, cap = ZSTD_compressBound(ib);
+    int per = N / inner;
+    uint16_t *chunk = malloc(ib);
+    unsigned char *out = malloc(cap * (size_t)per * per);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 3);
+    int64_t idx[2] = {0, 0};
+    double tess = 1e9, base = 1e9;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        if (tz_array_write_block(a, idx, img, &err)) die(&err);
+        double t1 = now();
+        size_t pos = 0;
+        for (int cy = 0; cy < per; cy++)
+            for (int cx = 0; cx < per; cx++) {
+                for (int y = 0; y < inner; y++)
+                    memcpy(chunk + (size_t)y * inner, img + (size_t)(cy * inner + y) * N + (size_t)cx * inner,
+                           sizeof(uint16_t) * (size_t)inner);
+                pos += ZSTD_compress2(cc, out + pos, cap, chunk, ib);
+            }
+        if (ts_write_file_atomic(base_file, out, pos, &err)) die(&err);
+        double t2 = now();
+        tess = t1 - t0 < tess ? t1 - t0 : tess;
+        base = t2 - t1 < base ? t2 - t1 : base;
+    }
+    printf("write shard 2048x2048, inner %3d: tessera %7.2f ms | baseline reused ZSTD_CCtx + one write %7.2f ms "
+           "(tessera/baseline %.2f)\n", inner, tess * 1e3, base * 1e3, tess / base);
+    ZSTD_freeCCtx(cc);
+    free(out);
+    free(chunk);
+    free(img);
+    tz_array_close(a);
 }
 
 static void make(const char *dir, const char *name, int format, ts_codec codec, bool sharded, const uint16_t *img) {
@@ -99,16 +167,7 @@ static void time_one(const char *dir, const char *name, const char *chunk_file, 
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "gen") == 0) {
-        uint16_t *img = malloc(sizeof(uint16_t) * N * N);
-        uint64_t st = 12345;
-        for (int y = 0; y < N; y++)
-            for (int x = 0; x < N; x++) {
-                st = st * 6364136223846793005ull + 1442695040888963407ull;
-                /* smooth background, blobs, sensor noise: compresses like a real tile */
-                int v = 800 + (int)(300.0 * ((x * 7 + y * 3) % 512) / 512.0) + (int)((st >> 59) & 31);
-                if (((x / 40) + (y / 40)) % 7 == 0) v += 2000;
-                img[(size_t)y * N + x] = (uint16_t)v;
-            }
+        uint16_t *img = gen_tile();
         make(argv[2], "v2_zstd", 2, TS_CODEC_ZSTD, false, img);
         make(argv[2], "v2_blosc_lz4", 2, TS_CODEC_BLOSC_LZ4, false, img);
         make(argv[2], "v3_zstd_sharded512", 3, TS_CODEC_ZSTD, true, img);
@@ -125,6 +184,11 @@ int main(int argc, char **argv) {
         printf("peak_rss_mb=%.1f\n", ru.ru_maxrss / 1024.0);
         return 0;
     }
-    fprintf(stderr, "usage: zarr_read gen DIR | zarr_read time DIR REPS\n");
+    if (argc == 4 && strcmp(argv[1], "write") == 0) {
+        time_write(argv[2], 512, atoi(argv[3]));
+        time_write(argv[2], 128, atoi(argv[3]));
+        return 0;
+    }
+    fprintf(stderr, "usage: zarr_read gen DIR | zarr_read time DIR REPS | zarr_read write DIR REPS\n");
     return 2;
 }

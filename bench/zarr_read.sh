@@ -2,7 +2,8 @@
 # Reading a 2048x2048 uint16 tile through tessera's zarr layer beside the
 # baseline of one decompression of the same chunk file (libzstd / c-blosc
 # directly), and beside zarr-python (Debian python3-zarr) reading the same v2
-# arrays; minimum time over REPS (the machine may be shared), peak RSS of each.
+# arrays; and writing the tile as one sharded zstd block beside the same
+# compression through one reused ZSTD_CCtx; minimum time over REPS (the machine may be shared), peak RSS of each.
 #   bash bench/zarr_read.sh [BUILD_DIR] [REPS]   (default build, 20)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +14,7 @@ PY=${TESSERA_PYTHON:-/usr/bin/python3}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-cmake --build "$BUILD" --target tessera -j2 >/dev/null
+cmake --build "$BUILD" --target tessera -j2 >/dev/null 2>&1
 # shellcheck disable=SC2046
 cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -I"$SRC/src" -I"$SRC/include" "$SRC/bench/zarr_read.c" \
   "$BUILD/libtessera.a" $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
@@ -22,6 +23,7 @@ cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -I"$SRC/src" -I"$SRC/include" "$SRC/be
 "$WORK/zarr_read" gen "$WORK"
 du -sh "$WORK"/v2_zstd "$WORK"/v2_blosc_lz4 "$WORK"/v3_zstd_sharded512 | sed 's|'"$WORK"'/||'
 "$WORK/zarr_read" time "$WORK" "$REPS"
+"$WORK/zarr_read" write "$WORK" "$REPS"
 "$PY" - "$WORK" "$REPS" <<'PYEOF'
 import resource, sys, time, zarr
 work, reps = sys.argv[1], int(sys.argv[2])

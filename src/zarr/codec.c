@@ -85,20 +85,66 @@ static ts_status check_chain(const tz_codec_chain *chain, int ndim, int *first_b
 
 /* -------------------------------------------------------- bytes -> bytes */
 
+/* Compression contexts reused across the chunks of one call (a shard):
+ * creating a zstd context per chunk costs as much as compressing it. */
+void tz_codec_ctx_free(tz_codec_ctx *ctx) {
+    ZSTD_freeCCtx(ctx->zc);
+    ZSTD_freeDCtx(ctx->zd);
+    free(ctx->buf[0]);
+    free(ctx->buf[1]);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+/* Scratch buffer k of the context with at least `need` bytes. Kept across
+ * chunks, so large outputs are not mapped and unmapped for every chunk. */
+static unsigned char *ctx_buf(tz_codec_ctx *ctx, int k, size_t need) {
+    if (ctx->cap[k] < need) {
+        size_t cap = ctx->cap[k] * 2 > need ? ctx->cap[k] * 2 : need;
+        unsigned char *b = realloc(ctx->buf[k], cap);
+        if (!b) return NULL;
+        ctx->buf[k] = b;
+        ctx->cap[k] = cap;
+    }
+    return ctx->buf[k];
+}
+
+/* Largest output of one encoding step for n input bytes. */
+static size_t encode_bound(const tz_codec *c, size_t n) {
+    switch (c->id) {
+    case TZ_CODEC_ZSTD: return ZSTD_compressBound(n);
+    case TZ_CODEC_GZIP:
+    case TZ_CODEC_ZLIB: return compressBound((uLong)n) + 32; /* + gzip header/trailer */
+    case TZ_CODEC_BLOSC: return n + BLOSC_MAX_OVERHEAD;
+    case TZ_CODEC_CRC32C: return n + 4;
+    default: return n;
+    }
+}
+
+/* Encodes one bytes->bytes step into o (capacity encode_bound(c, n)). */
 static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char *in, size_t n,
-                            unsigned char **out, size_t *out_n, ts_error *err) {
+                            unsigned char *o, size_t cap, size_t *out_n, tz_codec_ctx *ctx, ts_error *err) {
     switch (c->id) {
     case TZ_CODEC_ZSTD: {
-        size_t cap = ZSTD_compressBound(n);
-        unsigned char *o = malloc(cap ? cap : 1);
-        ZSTD_CCtx *cc = ZSTD_createCCtx();
-        if (!o || !cc) { free(o); ZSTD_freeCCtx(cc); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
-        ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, c->level);
-        ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, c->checksum ? 1 : 0);
+        if (!ctx->zc) {
+            ctx->zc = ZSTD_createCCtx();
+            ctx->zc_params = -1;
+        }
+        ZSTD_CCtx *cc = ctx->zc;
+        if (!cc) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
+        /* Parameters only when they change: resetting them makes zstd
+         * re-initialise its whole workspace for every chunk. */
+        int params = c->level * 2 + (c->checksum ? 1 : 0);
+        if (ctx->zc_params != params) {
+            ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
+            ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, c->level);
+            ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, c->checksum ? 1 : 0);
+            ctx->zc_params = params;
+        }
         size_t r = ZSTD_compress2(cc, o, cap, in, n);
-        ZSTD_freeCCtx(cc);
-        if (ZSTD_isError(r)) { free(o); return ts_fail(err, TS_ERR_CODEC, "zstd compression failed: %s", ZSTD_getErrorName(r)); }
-        *out = o;
+        if (ZSTD_isError(r)) {
+            ctx->zc_params = -1;
+            return ts_fail(err, TS_ERR_CODEC, "zstd compression failed: %s", ZSTD_getErrorName(r));
+        }
         *out_n = r;
         return TS_OK;
     }
@@ -110,9 +156,6 @@ static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char
         int level = c->level < 0 ? Z_DEFAULT_COMPRESSION : c->level;
         if (deflateInit2(&zs, level, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
             return ts_fail(err, TS_ERR_CODEC, "deflateInit failed (level %d)", c->level);
-        size_t cap = deflateBound(&zs, (uLong)n) + 32;
-        unsigned char *o = malloc(cap);
-        if (!o) { deflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (deflate)"); }
         zs.next_in = (Bytef *)in;
         zs.avail_in = (uInt)n;
         zs.next_out = o;
@@ -120,35 +163,26 @@ static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char
         int r = deflate(&zs, Z_FINISH);
         size_t got = zs.total_out;
         deflateEnd(&zs);
-        if (r != Z_STREAM_END) { free(o); return ts_fail(err, TS_ERR_CODEC, "deflate failed (%d)", r); }
-        *out = o;
+        if (r != Z_STREAM_END) return ts_fail(err, TS_ERR_CODEC, "deflate failed (%d)", r);
         *out_n = got;
         return TS_OK;
     }
     case TZ_CODEC_BLOSC: {
-        size_t cap = n + BLOSC_MAX_OVERHEAD;
-        unsigned char *o = malloc(cap);
-        if (!o) return ts_fail(err, TS_ERR_NOMEM, "out of memory (blosc)");
         size_t ts = c->typesize > 0 ? (size_t)c->typesize : esize;
         int r = blosc_compress_ctx(c->level, (int)c->shuffle, ts, n, in, o, cap,
                                    c->cname[0] ? c->cname : "lz4", (size_t)c->blocksize, 1);
         if (r <= 0) {
-            free(o);
             int code = blosc_compname_to_compcode(c->cname[0] ? c->cname : "lz4");
             if (code < 0) return ts_fail(err, TS_ERR_UNSUPPORTED, "blosc compressor '%s' is not available", c->cname);
             return ts_fail(err, TS_ERR_CODEC, "blosc compression failed (cname '%s', %d)", c->cname, r);
         }
-        *out = o;
         *out_n = (size_t)r;
         return TS_OK;
     }
     case TZ_CODEC_CRC32C: {
-        unsigned char *o = malloc(n + 4);
-        if (!o) return ts_fail(err, TS_ERR_NOMEM, "out of memory (crc32c)");
         memcpy(o, in, n);
         uint32_t crc = tz_crc32c(0, in, n);
         for (int k = 0; k < 4; k++) o[n + (size_t)k] = (unsigned char)(crc >> (8 * k));
-        *out = o;
         *out_n = n + 4;
         return TS_OK;
     }
@@ -204,7 +238,7 @@ static ts_status inflate_buf(const unsigned char *in, size_t n, unsigned char *d
 }
 
 static ts_status zstd_decode(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
-                             unsigned char **out, size_t *out_n, ts_error *err) {
+                             unsigned char **out, size_t *out_n, tz_codec_ctx *ctx, ts_error *err) {
     unsigned long long fs = ZSTD_getFrameContentSize(in, n);
     if (fs == ZSTD_CONTENTSIZE_ERROR) return ts_fail(err, TS_ERR_CORRUPT, "not a zstd frame");
     if (fs != ZSTD_CONTENTSIZE_UNKNOWN) {
@@ -212,7 +246,9 @@ static ts_status zstd_decode(const unsigned char *in, size_t n, unsigned char *d
             return ts_fail(err, TS_ERR_CORRUPT, "zstd frame holds %llu bytes, expected %zu", fs, cap);
         unsigned char *buf = dst ? dst : malloc(fs ? (size_t)fs : 1);
         if (!buf) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
-        size_t r = ZSTD_decompress(buf, (size_t)fs, in, n);
+        if (!ctx->zd) ctx->zd = ZSTD_createDCtx();
+        if (!ctx->zd) { if (!dst) free(buf); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
+        size_t r = ZSTD_decompressDCtx(ctx->zd, buf, (size_t)fs, in, n);
         if (ZSTD_isError(r) || r != fs) {
             if (!dst) free(buf);
             return ts_fail(err, TS_ERR_CORRUPT, "zstd decompression failed: %s",
@@ -286,10 +322,10 @@ static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *
  * into `in`, which *owned reports. */
 static ts_status decode_one(const tz_codec *c, const unsigned char *in, size_t n,
                             unsigned char *dst, size_t cap, unsigned char **out, size_t *out_n,
-                            bool *owned, ts_error *err) {
+                            bool *owned, tz_codec_ctx *ctx, ts_error *err) {
     *owned = dst == NULL;
     switch (c->id) {
-    case TZ_CODEC_ZSTD: return zstd_decode(in, n, dst, cap, out, out_n, err);
+    case TZ_CODEC_ZSTD: return zstd_decode(in, n, dst, cap, out, out_n, ctx, err);
     case TZ_CODEC_GZIP:
     case TZ_CODEC_ZLIB: return inflate_buf(in, n, dst, cap, out, out_n, err);
     case TZ_CODEC_BLOSC: return blosc_decode(in, n, dst, cap, out, out_n, err);
@@ -321,6 +357,32 @@ static ts_status decode_one(const tz_codec *c, const unsigned char *in, size_t n
 ts_status tz_encode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
                           int ndim, const int64_t *shape, const void *data,
                           void **out, size_t *out_size, ts_error *err) {
+    tz_codec_ctx ctx = {0};
+    const void *enc = NULL;
+    size_t n = 0;
+    ts_status st = tz_encode_chunk_ctx(chain, dtype, big_endian, ndim, shape, data, &enc, &n, &ctx, err);
+    if (!st) {
+        *out = malloc(n ? n : 1);
+        if (*out) memcpy(*out, enc, n);
+        else st = ts_fail(err, TS_ERR_NOMEM, "out of memory (%zu bytes)", n);
+        *out_size = n;
+    }
+    tz_codec_ctx_free(&ctx);
+    return st;
+}
+
+ts_status tz_decode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
+                          int ndim, const int64_t *shape, const void *in, size_t in_size,
+                          void *data, ts_error *err) {
+    tz_codec_ctx ctx = {0};
+    ts_status st = tz_decode_chunk_ctx(chain, dtype, big_endian, ndim, shape, in, in_size, data, &ctx, err);
+    tz_codec_ctx_free(&ctx);
+    return st;
+}
+
+ts_status tz_encode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
+                              int ndim, const int64_t *shape, const void *data,
+                              const void **out, size_t *out_size, tz_codec_ctx *ctx, ts_error *err) {
     size_t esize = ts_dtype_size(dtype);
     if (!esize) return ts_fail(err, TS_ERR_ARG, "invalid dtype");
     int first;
@@ -328,56 +390,48 @@ ts_status tz_encode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_
     ts_status st = check_chain(chain, ndim, &first, &be, err);
     if (st) return st;
     size_t n = (size_t)tz_prod(ndim, shape) * esize;
-    unsigned char *cur = (unsigned char *)data;
-    bool owned = false;
+    const unsigned char *cur = data;
+    int k = 0; /* the scratch buffer the next step writes to (ping-pong) */
     int64_t cur_shape[TZ_MAX_DIM];
     memcpy(cur_shape, shape, sizeof(int64_t) * (size_t)ndim);
     for (int i = 0; i < first && chain->c[i].id == TZ_CODEC_TRANSPOSE; i++) {
-        unsigned char *t = malloc(n ? n : 1);
-        if (!t) { if (owned) free(cur); return ts_fail(err, TS_ERR_NOMEM, "out of memory (transpose)"); }
+        unsigned char *t = ctx_buf(ctx, k, n ? n : 1);
+        if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory (transpose)");
         transpose(ndim, esize, chain->c[i].order, cur, cur_shape, t);
         int64_t ns[TZ_MAX_DIM];
         for (int d = 0; d < ndim; d++) ns[d] = cur_shape[chain->c[i].order[d]];
         memcpy(cur_shape, ns, sizeof(int64_t) * (size_t)ndim);
-        if (owned) free(cur);
         cur = t;
-        owned = true;
+        k ^= 1;
     }
     if (esize > 1 && be != tz_native_big_endian()) {
-        if (!owned) {
-            unsigned char *t = malloc(n ? n : 1);
-            if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory (byte swap)");
-            memcpy(t, cur, n);
-            cur = t;
-            owned = true;
-        }
-        byteswap(cur, n / esize, esize);
+        unsigned char *t = ctx_buf(ctx, k, n ? n : 1);
+        if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory (byte swap)");
+        if (t != cur) memcpy(t, cur, n);
+        byteswap(t, n / esize, esize);
+        cur = t;
+        k ^= 1;
     }
     size_t cur_n = n;
     for (int i = first; i < chain->n; i++) {
-        unsigned char *o = NULL;
+        size_t cap = encode_bound(&chain->c[i], cur_n);
+        unsigned char *o = ctx_buf(ctx, k, cap);
+        if (!o) return ts_fail(err, TS_ERR_NOMEM, "out of memory (%zu bytes)", cap);
         size_t on = 0;
-        st = encode_one(&chain->c[i], esize, cur, cur_n, &o, &on, err);
-        if (owned) free(cur);
+        st = encode_one(&chain->c[i], esize, cur, cur_n, o, cap, &on, ctx, err);
         if (st) return st;
         cur = o;
         cur_n = on;
-        owned = true;
-    }
-    if (!owned) {
-        unsigned char *t = malloc(cur_n ? cur_n : 1);
-        if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
-        memcpy(t, cur, cur_n);
-        cur = t;
+        k ^= 1;
     }
     *out = cur;
     *out_size = cur_n;
     return TS_OK;
 }
 
-ts_status tz_decode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
-                          int ndim, const int64_t *shape, const void *in, size_t in_size,
-                          void *data, ts_error *err) {
+ts_status tz_decode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
+                              int ndim, const int64_t *shape, const void *in, size_t in_size,
+                              void *data, tz_codec_ctx *ctx, ts_error *err) {
     size_t esize = ts_dtype_size(dtype);
     if (!esize) return ts_fail(err, TS_ERR_ARG, "invalid dtype");
     int first;
@@ -397,7 +451,7 @@ ts_status tz_decode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_
         unsigned char *o = NULL;
         size_t on = 0;
         bool o_owned;
-        st = decode_one(&chain->c[i], cur, cur_n, direct ? data : NULL, n, &o, &on, &o_owned, err);
+        st = decode_one(&chain->c[i], cur, cur_n, direct ? data : NULL, n, &o, &on, &o_owned, ctx, err);
         if (st) { if (owned) free(cur); return st; }
         if (owned && o != cur) free(cur);
         owned = owned && o == cur ? true : o_owned;

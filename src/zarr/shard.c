@@ -57,6 +57,7 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
     unsigned char *chunk = malloc(inner_bytes ? inner_bytes : 1);
     unsigned char *enc = NULL;
     size_t enc_cap = 0;
+    tz_codec_ctx ctx = {0};
     ts_status st = TS_OK;
     if (!index || !raw || !chunk) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s'", file); goto done; }
     if (fsize < arr->index_bytes) {
@@ -113,7 +114,7 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
             }
             st = read_range(fd, file, key, off, nb, enc, err);
             if (st) goto done;
-            st = tz_decode_chunk(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, enc, nb, chunk, err);
+            st = tz_decode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, enc, nb, chunk, &ctx, err);
             if (st) {
                 if (st != TS_ERR_NOMEM && st != TS_ERR_UNSUPPORTED) err->code = st = TS_ERR_CORRUPT;
                 ts_fail_context(err, "'%s' (shard '%s'), inner chunk %lld", file, key, (long long)lin);
@@ -134,6 +135,7 @@ done:
     free(raw);
     free(chunk);
     free(enc);
+    tz_codec_ctx_free(&ctx);
     return st;
 }
 
@@ -144,25 +146,41 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
     const int64_t *ic = m->sharding.inner_chunk;
     size_t n_inner = (size_t)arr->inner_per_shard;
     size_t inner_elems = (size_t)tz_prod(nd, ic);
+    size_t base = m->sharding.index_at_start ? arr->index_bytes : 0;
     uint64_t *index = malloc(n_inner * 16);
     unsigned char *chunk = malloc(inner_elems * arr->esize + 1);
-    void **parts = calloc(n_inner, sizeof *parts);
-    size_t *sizes = calloc(n_inner, sizeof *sizes);
-    unsigned char *file = NULL;
-    void *enc_index = NULL;
+    /* The file grows as chunks are encoded (room for the index at the start
+     * when it goes there); encoded chunks are appended straight from the
+     * codec context's scratch. */
+    size_t cap = base + inner_elems * arr->esize / 2 + arr->index_bytes + 4096, pos = base;
+    unsigned char *file = malloc(cap);
+    tz_codec_ctx ctx = {0};
     ts_status st = TS_OK;
     *empty = true;
-    if (!index || !chunk || !parts || !sizes) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
+    if (!index || !chunk || !file) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
     int64_t c[TZ_MAX_DIM] = {0}, zero[TZ_MAX_DIM] = {0};
-    size_t total = 0;
     for (size_t lin = 0; lin < n_inner; lin++) {
         int64_t soff[TZ_MAX_DIM];
         for (int d = 0; d < nd; d++) soff[d] = c[d] * ic[d];
         tz_copy_box(nd, arr->esize, shard, m->chunk, soff, chunk, ic, zero, ic);
-        if (!tz_all_fill(arr, chunk, inner_elems)) {
-            st = tz_encode_chunk(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, chunk, &parts[lin], &sizes[lin], err);
+        if (tz_all_fill(arr, chunk, inner_elems)) {
+            index[2 * lin] = index[2 * lin + 1] = EMPTY;
+        } else {
+            const void *enc;
+            size_t n;
+            st = tz_encode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, chunk, &enc, &n, &ctx, err);
             if (st) { ts_fail_context(err, "zarr array '%s', shard '%s', inner chunk %zu", arr->path, key, lin); goto done; }
-            total += sizes[lin];
+            if (pos + n + arr->index_bytes > cap) {
+                size_t ncap = cap * 2 > pos + n + arr->index_bytes ? cap * 2 : pos + n + arr->index_bytes;
+                unsigned char *nf = realloc(file, ncap);
+                if (!nf) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
+                file = nf;
+                cap = ncap;
+            }
+            memcpy(file + pos, enc, n);
+            index[2 * lin] = pos;
+            index[2 * lin + 1] = n;
+            pos += n;
             *empty = false;
         }
         for (int d = nd - 1; d >= 0; d--) {
@@ -171,44 +189,28 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
         }
     }
     if (*empty) goto done;
-    size_t base = m->sharding.index_at_start ? arr->index_bytes : 0;
-    size_t pos = base;
-    for (size_t lin = 0; lin < n_inner; lin++) {
-        if (parts[lin]) {
-            index[2 * lin] = pos;
-            index[2 * lin + 1] = sizes[lin];
-            pos += sizes[lin];
-        } else {
-            index[2 * lin] = index[2 * lin + 1] = EMPTY;
-        }
-    }
     int64_t ishape[TZ_MAX_DIM + 1];
     for (int d = 0; d < nd; d++) ishape[d] = arr->chunks_per_shard[d];
     ishape[nd] = 2;
+    const void *enc_index;
     size_t isize = 0;
-    st = tz_encode_chunk(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, index, &enc_index, &isize, err);
+    /* The index is little-endian uint64 whatever the host: the index codecs'
+     * bytes codec says little, and tz_encode_chunk converts from native. */
+    st = tz_encode_chunk_ctx(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, index, &enc_index, &isize,
+                             &ctx, err);
     if (st) goto done;
     if (isize != arr->index_bytes) {
         st = ts_fail(err, TS_ERR_INTERNAL, "shard index encoded to %zu bytes, expected %zu", isize, arr->index_bytes);
         goto done;
     }
-    file = malloc(total + isize);
-    if (!file) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
-    pos = base;
-    for (size_t lin = 0; lin < n_inner; lin++)
-        if (parts[lin]) { memcpy(file + pos, parts[lin], sizes[lin]); pos += sizes[lin]; }
-    memcpy(file + (m->sharding.index_at_start ? 0 : total), enc_index, isize);
+    memcpy(file + (m->sharding.index_at_start ? 0 : pos), enc_index, isize);
     *out = file;
-    *out_size = total + isize;
+    *out_size = m->sharding.index_at_start ? pos : pos + isize;
     file = NULL;
 done:
-    if (parts)
-        for (size_t lin = 0; lin < n_inner; lin++) free(parts[lin]);
-    free(parts);
-    free(sizes);
     free(index);
     free(chunk);
-    free(enc_index);
     free(file);
+    tz_codec_ctx_free(&ctx);
     return st;
 }

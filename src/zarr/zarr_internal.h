@@ -32,6 +32,26 @@ static inline int64_t tz_prod(int ndim, const int64_t *v) {
     return p;
 }
 
+/* codec.c: the chain with contexts and scratch buffers reused across the
+ * calls of one thread (a shard's inner chunks). Zero-initialise; free with
+ * tz_codec_ctx_free. tz_encode_chunk_ctx's *out points into the context
+ * (or at data itself when the chain changes nothing): valid until the next
+ * call with the same context. */
+typedef struct tz_codec_ctx {
+    struct ZSTD_CCtx_s *zc;
+    int zc_params;            /* level and checksum zc is set up for */
+    struct ZSTD_DCtx_s *zd;
+    unsigned char *buf[2];
+    size_t cap[2];
+} tz_codec_ctx;
+void tz_codec_ctx_free(tz_codec_ctx *ctx);
+ts_status tz_encode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian, int ndim,
+                              const int64_t *shape, const void *data, const void **out, size_t *out_size,
+                              tz_codec_ctx *ctx, ts_error *err);
+ts_status tz_decode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian, int ndim,
+                              const int64_t *shape, const void *in, size_t in_size, void *data,
+                              tz_codec_ctx *ctx, ts_error *err);
+
 /* meta.c: metadata documents <-> tz_array_meta. `where` names the array in
  * error messages. The parse functions fill meta and *attributes (malloc'd). */
 ts_status tz_meta_parse_v3(const char *where, json_t *doc, tz_array_meta *meta,
