@@ -1,10 +1,122 @@
-/* tessera solve: placeholder until the stage lands (replaced by its implementation). */
-#include "cli/cli.h"
+/* tessera solve: re-solve tile positions from the pairwise measurements that
+ * estimate keeps in a shifts file, without reading any image. */
 #include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "solve/solve.h"
+
+static const char *SOLVE_USAGE =
+    "usage: tessera solve PAIRS.yaml -o shifts.yaml [options]\n"
+    "\n"
+    "Re-solve the tile origins of every well from the pairs (tile a, tile b,\n"
+    "dy, dx, confidence) kept in a shifts file, and write a new shifts file\n"
+    "(total_translation, confidence, positions, residuals, outliers, pairs,\n"
+    "tiles; tile_shape and orientation carried over).\n"
+    "\n"
+    "  -o, --output FILE      shifts YAML to write (required)\n"
+    "  --solver l1|l2         robust L1 (IRLS, default) or least squares\n"
+    "  --edge-weights MODE    none (default) | linear (w = c) | squared (w = c^2)\n"
+    "                         | threshold:CUT (w = 1 if c >= CUT else the floor)\n"
+    "  --weight-floor W       smallest edge weight, default 1e-3\n"
+    "  --max-iterations N     IRLS iterations at most, default 100\n"
+    "  --tolerance PX         IRLS stops when no tile moves more, default 1e-3\n"
+    "  --outlier-px PX        pairs with a larger residual are outliers, default 5\n"
+    "  --tile HxW             tile shape, for files without tile_shape (used as\n"
+    "                         the pitch of an axis without pairs, and written out)\n"
+    "  --json                 print a JSON summary on stdout\n"
+    "  -h, --help             this help\n";
+
+int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_options *o) {
+    const char *a = argv[*i];
+    const char *v;
+    if (!strcmp(a, "--solver")) {
+        if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+        if (!strcmp(v, "l1")) o->solver = TS_SOLVER_L1;
+        else if (!strcmp(v, "l2")) o->solver = TS_SOLVER_L2;
+        else {
+            cli_usage_error(cmd, "--solver: '%s' is not l1 or l2", v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--edge-weights")) {
+        if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+        if (ts_edge_weighting_parse(v, &o->edge_weights, &o->threshold) != 0) {
+            cli_usage_error(cmd, "--edge-weights: '%s' is not none, linear, squared or threshold:CUT", v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--weight-floor")) {
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->weight_floor)) return -1;
+        if (!(o->weight_floor > 0)) {
+            cli_usage_error(cmd, "--weight-floor: must be > 0");
+            return -1;
+        }
+    } else if (!strcmp(a, "--max-iterations")) {
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_int(cmd, a, v, 1, 100000, &o->max_iterations)) return -1;
+    } else if (!strcmp(a, "--tolerance")) {
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->tolerance)) return -1;
+        if (!(o->tolerance > 0)) {
+            cli_usage_error(cmd, "--tolerance: must be > 0");
+            return -1;
+        }
+    } else if (!strcmp(a, "--outlier-px")) {
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->outlier_px)) return -1;
+        if (!(o->outlier_px > 0)) {
+            cli_usage_error(cmd, "--outlier-px: must be > 0");
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    return 1;
+}
 
 int cmd_solve(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "tessera solve: not implemented yet\n");
-    return CLI_FAIL;
+    const char *cmd = "solve";
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    const char *input = NULL, *output = NULL;
+    int tile_h = 0, tile_w = 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(SOLVE_USAGE, stdout);
+            return CLI_OK;
+        }
+        int r = cli_solve_option(cmd, argc, argv, &i, &o);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            output = v;
+        } else if (!strcmp(a, "--tile")) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_pair(cmd, a, v, 'x', &tile_h, &tile_w)) return CLI_USAGE;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!input) {
+            input = a;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!input) return cli_usage_error(cmd, "missing PAIRS.yaml");
+    if (!output) return cli_usage_error(cmd, "missing -o shifts.yaml");
+    ts_error err = {0};
+    ts_solve_summary sum;
+    if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
+    if (json) {
+        printf("{\"output\": \"%s\", \"solver\": \"%s\", \"wells\": %d, \"tiles\": %d, \"pairs\": %d, "
+               "\"outliers\": %d, \"isolated_tiles\": %d, \"components\": %d, \"iterations\": %d, "
+               "\"converged\": %s, \"seconds\": %.3f}\n",
+               output, o.solver == TS_SOLVER_L1 ? "l1" : "l2", sum.wells, sum.tiles, sum.pairs, sum.outliers,
+               sum.isolated, sum.components, sum.max_iterations_used, sum.converged ? "true" : "false",
+               sum.seconds);
+    } else if (!sum.converged) {
+        fprintf(stderr, "tessera solve: warning: IRLS stopped at %d iterations before reaching the tolerance\n",
+                sum.max_iterations_used);
+    }
+    return CLI_OK;
 }

@@ -42,7 +42,9 @@ typedef struct ts_solve_result {
     int64_t (*origin)[2];   /* llround(position): integer origins, min 0 */
     bool *outlier;          /* per pair: |residual| > outlier_px after the solve */
     double (*residual)[2];  /* per pair: (p_b - p_a) - d; NaN for unusable pairs */
-    int iterations;         /* factorisations done (1 for L2) */
+    int iterations;         /* solves done (1 for L2; IRLS steps for L1) */
+    int factorisations;     /* numeric factorisations among them (the others
+                               were CG steps preconditioned by the last one) */
     bool converged;         /* L1: the last step moved every tile < tolerance */
     double max_change;      /* px, the last IRLS step's largest position change */
     int components;         /* connected groups, isolated tiles included */

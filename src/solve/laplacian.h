@@ -1,0 +1,34 @@
+/* The weighted graph Laplacian of the tile graph with one tile per connected
+ * group removed (its anchor), factorised by CHOLMOD. The sparsity pattern and
+ * the symbolic analysis (fill-reducing ordering) are computed once; every
+ * IRLS iteration only refills the values and refactorises numerically. */
+#ifndef TS_SOLVE_LAPLACIAN_H
+#define TS_SOLVE_LAPLACIAN_H
+
+#include <stdbool.h>
+#include "tessera/tessera.h"
+
+typedef struct ts_laplacian ts_laplacian;
+
+/* unknown[i]: index of tile i among the unknowns, or -1 (anchor or isolated
+ * tile, fixed at 0). Edges e with a[e] == b[e] or usable[e] == 0 are ignored. */
+ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const int *a, const int *b,
+                              const unsigned char *usable, ts_laplacian **out, ts_error *err);
+
+/* Solves L p = B^T W d for both axes with edge weights w; d[e] = measured
+ * (dy, dx) of p_b - p_a. pos[i] for every tile (0 for fixed tiles).
+ *
+ * reuse = false: numeric factorisation with these weights, direct solve.
+ * reuse = true (IRLS after the first step): conjugate gradients on the new
+ * system, warm-started at the previous solution and preconditioned by the
+ * last factorisation; if that takes more than a few iterations (the weights
+ * moved a lot) it refactorises instead. Late in IRLS only a few weights
+ * still change, a low-rank change that CG absorbs in a few steps, so the
+ * long tail of IRLS costs triangular solves instead of factorisations.
+ * *factorised (may be NULL) tells whether a factorisation happened. */
+ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], double (*pos)[2],
+                             bool reuse, bool *factorised, ts_error *err);
+
+void ts_laplacian_free(ts_laplacian *lap);
+
+#endif

@@ -1,0 +1,267 @@
+/* ts_solve_positions: L2 / L1-IRLS over the tile graph of one well, the
+ * gauge (each group anchored at its targets), residuals and outliers. */
+#include "solve/solve.h"
+#include "solve/laplacian.h"
+#include "common/error.h"
+
+#include <math.h>
+#ifdef SOLVE_TRACE
+#include <stdio.h>
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+/* IRLS weights are base / max(|r|, IRLS_EPS). Below half a pixel a residual
+ * is taken as registration noise and weighted as in least squares (the cost
+ * is Huber's there), above it as L1: gross errors (tens of px) get the L1
+ * treatment that makes the solve robust, while the smooth core keeps IRLS
+ * converging in tens of iterations instead of crawling through the
+ * non-smooth L1 valley, and keeps the system well conditioned. */
+#define IRLS_EPS 0.5
+
+void ts_solve_result_free(ts_solve_result *r) {
+    if (!r) return;
+    free(r->position);
+    free(r->origin);
+    free(r->outlier);
+    free(r->residual);
+    memset(r, 0, sizeof *r);
+}
+
+static int uf_find(int *parent, int i) {
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Translates every group so that the mean of its positions is the mean of
+ * its targets (a group of one lands on its target). */
+static void apply_gauge(int n, const int *comp, int ncomp, const double (*target)[2], double (*pos)[2],
+                        double (*acc)[2], int *size) {
+    for (int c = 0; c < ncomp; c++) acc[c][0] = acc[c][1] = 0.0, size[c] = 0;
+    for (int i = 0; i < n; i++) {
+        acc[comp[i]][0] += target[i][0] - pos[i][0];
+        acc[comp[i]][1] += target[i][1] - pos[i][1];
+        size[comp[i]]++;
+    }
+    for (int i = 0; i < n; i++) {
+        pos[i][0] += acc[comp[i]][0] / size[comp[i]];
+        pos[i][1] += acc[comp[i]][1] / size[comp[i]];
+    }
+}
+
+static ts_status check_options(const ts_solve_options *opt, ts_error *err) {
+    if (opt->solver != TS_SOLVER_L1 && opt->solver != TS_SOLVER_L2)
+        return ts_fail(err, TS_ERR_ARG, "solve: unknown solver %d", (int)opt->solver);
+    if (!(opt->weight_floor > 0) || !isfinite(opt->weight_floor))
+        return ts_fail(err, TS_ERR_ARG, "solve: weight_floor must be > 0 (got %g)", opt->weight_floor);
+    if (opt->max_iterations < 1)
+        return ts_fail(err, TS_ERR_ARG, "solve: max_iterations must be >= 1 (got %d)", opt->max_iterations);
+    if (!(opt->tolerance > 0))
+        return ts_fail(err, TS_ERR_ARG, "solve: tolerance must be > 0 (got %g)", opt->tolerance);
+    if (!(opt->outlier_px > 0))
+        return ts_fail(err, TS_ERR_ARG, "solve: outlier_px must be > 0 (got %g)", opt->outlier_px);
+    return TS_OK;
+}
+
+ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *opt, ts_solve_result *out,
+                             ts_error *err) {
+    memset(out, 0, sizeof *out);
+    ts_status st = check_options(opt, err);
+    if (st) return st;
+    int n = p->ntiles, m = p->npairs;
+    if (n < 0 || m < 0 || (m > 0 && !p->pairs)) return ts_fail(err, TS_ERR_ARG, "solve: bad problem size");
+    if (!p->initial && n > 0 && (!p->gx || !p->gy))
+        return ts_fail(err, TS_ERR_ARG, "solve: neither grid coordinates nor initial positions given");
+    for (int e = 0; e < m; e++) {
+        const ts_shift_pair *q = &p->pairs[e];
+        if (q->a < 0 || q->a >= n || q->b < 0 || q->b >= n)
+            return ts_fail(err, TS_ERR_ARG, "solve: pair %d names tile %d -> %d, but there are %d tiles", e, q->a,
+                           q->b, n);
+        if (!isfinite(q->dy) || !isfinite(q->dx))
+            return ts_fail(err, TS_ERR_NUMERIC, "solve: pair %d (tile %d -> %d) has a non-finite shift (%g, %g)", e,
+                           q->a, q->b, q->dy, q->dx);
+    }
+
+    size_t nn = (size_t)(n ? n : 1), mm = (size_t)(m ? m : 1);
+    double(*target)[2] = malloc(nn * sizeof *target);
+    double(*pos)[2] = malloc(nn * sizeof *pos);
+    double(*prev)[2] = malloc(nn * sizeof *prev);
+    double(*acc)[2] = malloc(nn * sizeof *acc);
+    double(*d)[2] = malloc(mm * sizeof *d);
+    double *w0 = malloc(mm * sizeof *w0), *w = malloc(mm * sizeof *w);
+    int *parent = malloc(nn * sizeof *parent), *comp = malloc(nn * sizeof *comp);
+    int *size = malloc(nn * sizeof *size), *unknown = malloc(nn * sizeof *unknown);
+    int *ea = malloc(mm * sizeof *ea), *eb = malloc(mm * sizeof *eb);
+    unsigned char *usable = malloc(mm);
+    double *norms = malloc(mm * sizeof *norms);
+    ts_laplacian *lap = NULL;
+    out->position = malloc(nn * sizeof *out->position);
+    out->origin = malloc(nn * sizeof *out->origin);
+    out->outlier = calloc(mm, sizeof *out->outlier);
+    out->residual = malloc(mm * sizeof *out->residual);
+    if (!target || !pos || !prev || !acc || !d || !w0 || !w || !parent || !comp || !size || !unknown || !ea ||
+        !eb || !usable || !norms || !out->position || !out->origin || !out->outlier || !out->residual) {
+        st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for %d tiles", n);
+        goto done;
+    }
+    out->ntiles = n;
+    out->npairs = m;
+
+    for (int i = 0; i < n; i++) {
+        if (p->initial) {
+            target[i][0] = p->initial[i][0];
+            target[i][1] = p->initial[i][1];
+        } else {
+            target[i][0] = p->gy[i] * p->pitch_y;
+            target[i][1] = p->gx[i] * p->pitch_x;
+        }
+        parent[i] = i;
+    }
+    for (int e = 0; e < m; e++) {
+        const ts_shift_pair *q = &p->pairs[e];
+        ea[e] = q->a;
+        eb[e] = q->b;
+        d[e][0] = q->dy;
+        d[e][1] = q->dx;
+        usable[e] = q->a != q->b;
+        out->unusable += !usable[e];
+        w0[e] = w[e] = ts_solve_edge_weight(opt, q->confidence);
+        if (usable[e]) {
+            int ra = uf_find(parent, q->a), rb = uf_find(parent, q->b);
+            if (ra != rb) parent[ra < rb ? rb : ra] = ra < rb ? ra : rb;
+        }
+    }
+    /* Groups, numbered in tile order; the first tile of a group of two or
+     * more is its anchor (fixed at 0 while solving). */
+    int ncomp = 0;
+    for (int i = 0; i < n; i++) size[i] = 0;
+    for (int i = 0; i < n; i++) size[uf_find(parent, i)]++;
+    for (int i = 0; i < n; i++) unknown[i] = -2;
+    int nunk = 0;
+    for (int i = 0; i < n; i++) {
+        int r = uf_find(parent, i);
+        if (unknown[r] == -2) { /* r is the smallest index of its group: i == r */
+            comp[r] = ncomp++;
+            unknown[r] = -1;
+            if (size[r] == 1) out->isolated++;
+        } else {
+            unknown[i] = nunk++;
+        }
+        comp[i] = comp[r];
+    }
+    out->components = ncomp;
+    if (!p->initial && ncomp > 1 && (!(p->pitch_y > 0) || !(p->pitch_x > 0))) {
+        st = ts_fail(err, TS_ERR_ARG,
+                     "solve: %d disconnected groups of tiles but no nominal pitch to place them (pitch %g x %g)",
+                     ncomp, p->pitch_y, p->pitch_x);
+        goto done;
+    }
+
+    if ((st = ts_laplacian_create(n, unknown, m, ea, eb, usable, &lap, err))) goto done;
+    bool l1 = opt->solver == TS_SOLVER_L1;
+    out->converged = !l1;
+    for (int it = 1;; it++) {
+        bool factorised;
+        if ((st = ts_laplacian_solve(lap, w, (const double(*)[2])d, pos, it > 1, &factorised, err))) goto done;
+        out->factorisations += factorised;
+        apply_gauge(n, comp, ncomp, (const double(*)[2])target, pos, acc, size);
+        out->iterations = it;
+        if (!l1) break;
+        if (it > 1) {
+            double change = 0;
+            for (int i = 0; i < n; i++) {
+                double cy = fabs(pos[i][0] - prev[i][0]), cx = fabs(pos[i][1] - prev[i][1]);
+                if (cy > change) change = cy;
+                if (cx > change) change = cx;
+            }
+            out->max_change = change;
+#ifdef SOLVE_TRACE
+            {
+                int moving = 0;
+                double obj = 0;
+                for (int i = 0; i < n; i++)
+                    moving += fabs(pos[i][0] - prev[i][0]) > opt->tolerance || fabs(pos[i][1] - prev[i][1]) > opt->tolerance;
+                for (int e = 0; e < m; e++)
+                    obj += w0[e] * hypot(pos[eb[e]][0] - pos[ea[e]][0] - d[e][0], pos[eb[e]][1] - pos[ea[e]][1] - d[e][1]);
+                fprintf(stderr, "it %d change %.3e moving %d fact %d obj %.9g\n", it, change, moving, factorised, obj);
+            }
+#endif
+            if (change < opt->tolerance) {
+                out->converged = true;
+                break;
+            }
+        }
+        if (it >= opt->max_iterations) break;
+        memcpy(prev, pos, (size_t)n * sizeof *pos);
+        /* IRLS for L1: one weight per edge from its 2-D residual, so both
+         * axes keep sharing one factorisation. */
+        for (int e = 0; e < m; e++) {
+            if (!usable[e]) continue;
+            double ry = pos[eb[e]][0] - pos[ea[e]][0] - d[e][0];
+            double rx = pos[eb[e]][1] - pos[ea[e]][1] - d[e][1];
+            double r = sqrt(ry * ry + rx * rx);
+            w[e] = w0[e] / (r > IRLS_EPS ? r : IRLS_EPS);
+        }
+    }
+
+    int nnorm = 0;
+    for (int e = 0; e < m; e++) {
+        if (!usable[e]) {
+            out->residual[e][0] = out->residual[e][1] = NAN;
+            continue;
+        }
+        double ry = pos[eb[e]][0] - pos[ea[e]][0] - d[e][0];
+        double rx = pos[eb[e]][1] - pos[ea[e]][1] - d[e][1];
+        out->residual[e][0] = ry;
+        out->residual[e][1] = rx;
+        double r = sqrt(ry * ry + rx * rx);
+        norms[nnorm++] = r;
+        out->outlier[e] = r > opt->outlier_px;
+        out->noutliers += out->outlier[e];
+    }
+    if (nnorm > 0) {
+        qsort(norms, (size_t)nnorm, sizeof *norms, cmp_double);
+        out->median_residual = nnorm % 2 ? norms[nnorm / 2] : 0.5 * (norms[nnorm / 2 - 1] + norms[nnorm / 2]);
+        out->max_residual = norms[nnorm - 1];
+    }
+    /* The well frame: min position 0 per axis; origins are rounded positions. */
+    double miny = INFINITY, minx = INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (pos[i][0] < miny) miny = pos[i][0];
+        if (pos[i][1] < minx) minx = pos[i][1];
+    }
+    for (int i = 0; i < n; i++) {
+        out->position[i][0] = pos[i][0] - miny;
+        out->position[i][1] = pos[i][1] - minx;
+        out->origin[i][0] = llround(out->position[i][0]);
+        out->origin[i][1] = llround(out->position[i][1]);
+    }
+
+done:
+    ts_laplacian_free(lap);
+    free(target);
+    free(pos);
+    free(prev);
+    free(acc);
+    free(d);
+    free(w0);
+    free(w);
+    free(parent);
+    free(comp);
+    free(size);
+    free(unknown);
+    free(ea);
+    free(eb);
+    free(usable);
+    free(norms);
+    if (st) ts_solve_result_free(out);
+    return st;
+}

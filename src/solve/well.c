@@ -1,0 +1,169 @@
+/* Solving the wells of a shifts model, and re-solving a shifts file
+ * (tessera solve) from the pairwise measurements it keeps. */
+#include "solve/solve.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+    if (n == 0) return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void ts_solve_pitch_from_pairs(const ts_well_shifts *w, bool names_yx, double *pitch_y, double *pitch_x) {
+    *pitch_y = *pitch_x = 0.0;
+    double *vy = malloc((size_t)(w->npairs ? w->npairs : 1) * sizeof *vy);
+    double *vx = malloc((size_t)(w->npairs ? w->npairs : 1) * sizeof *vx);
+    if (!vy || !vx) {
+        free(vy);
+        free(vx);
+        return;
+    }
+    int ny = 0, nx = 0;
+    for (int i = 0; i < w->npairs; i++) {
+        const ts_shift_pair *p = &w->pairs[i];
+        int xa, ya, xb, yb;
+        if (p->a < 0 || p->a >= w->ntiles || p->b < 0 || p->b >= w->ntiles) continue;
+        if (!ts_position_grid(w->tiles[p->a], names_yx, &xa, &ya) ||
+            !ts_position_grid(w->tiles[p->b], names_yx, &xb, &yb))
+            continue;
+        /* Left/right neighbours measure the x pitch, top/bottom the y pitch;
+         * a pair listed right-to-left counts with its sign flipped. */
+        if (ya == yb && abs(xb - xa) == 1 && isfinite(p->dx)) vx[nx++] = (xb - xa) * p->dx;
+        if (xa == xb && abs(yb - ya) == 1 && isfinite(p->dy)) vy[ny++] = (yb - ya) * p->dy;
+    }
+    *pitch_y = median(vy, ny);
+    *pitch_x = median(vx, nx);
+    free(vy);
+    free(vx);
+}
+
+ts_status ts_solve_well(ts_shifts *s, int wi, double pitch_y, double pitch_x, const ts_solve_options *opt,
+                        ts_solve_result *stats, ts_error *err) {
+    if (wi < 0 || wi >= s->nwells) return ts_fail(err, TS_ERR_ARG, "solve: no well %d", wi);
+    ts_well_shifts *w = &s->wells[wi];
+    double py = 0, px = 0;
+    if (!(pitch_y > 0) || !(pitch_x > 0)) ts_solve_pitch_from_pairs(w, s->names_yx, &py, &px);
+    if (pitch_y > 0) py = pitch_y;
+    if (pitch_x > 0) px = pitch_x;
+    /* No pair along an axis: the tile size is the best guess of the pitch. */
+    if (!(py > 0) && s->has_tile_shape) py = s->tile_shape[0];
+    if (!(px > 0) && s->has_tile_shape) px = s->tile_shape[1];
+
+    int n = w->ntiles;
+    int *gx = malloc((size_t)(n ? n : 1) * sizeof *gx), *gy = malloc((size_t)(n ? n : 1) * sizeof *gy);
+    if (!gx || !gy) {
+        free(gx);
+        free(gy);
+        return ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        if (!ts_position_grid(w->tiles[i], s->names_yx, &gx[i], &gy[i])) {
+            free(gx);
+            free(gy);
+            return ts_fail(err, TS_ERR_FORMAT, "solve: position '%s' of well %s is not a %s grid name", w->tiles[i],
+                           w->well, s->names_yx ? "YYYXXX" : "XXXYYY");
+        }
+    }
+    ts_solve_problem prob = {.ntiles = n, .gx = gx, .gy = gy, .pitch_y = py, .pitch_x = px,
+                             .npairs = w->npairs, .pairs = w->pairs};
+    ts_solve_result res;
+    ts_status st = ts_solve_positions(&prob, opt, &res, err);
+    free(gx);
+    free(gy);
+    if (st) return ts_fail_context(err, "well %s", w->well);
+    if (!ts_shifts_ensure_positions(s, wi)) {
+        ts_solve_result_free(&res);
+        return ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        w->position[i][0] = res.position[i][0];
+        w->position[i][1] = res.position[i][1];
+        w->origin[i][0] = res.origin[i][0];
+        w->origin[i][1] = res.origin[i][1];
+        w->has_origin[i] = true;
+    }
+    for (int e = 0; e < w->npairs; e++) {
+        w->pairs[e].outlier = res.outlier[e];
+        w->pairs[e].ry = res.residual[e][0];
+        w->pairs[e].rx = res.residual[e][1];
+    }
+    if (stats) { /* the counters only: the arrays are freed here */
+        *stats = res;
+        stats->position = NULL;
+        stats->origin = NULL;
+        stats->outlier = NULL;
+        stats->residual = NULL;
+    }
+    ts_solve_result_free(&res);
+    return TS_OK;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_solve_options *opt, int tile_h,
+                           int tile_w, ts_solve_summary *summary, ts_error *err) {
+    ts_solve_options defaults;
+    if (!opt) {
+        ts_solve_options_init(&defaults);
+        opt = &defaults;
+    }
+    if (!pairs_yaml || !output) return ts_fail(err, TS_ERR_ARG, "solve: input and output paths are required");
+    ts_shifts *s = NULL;
+    ts_status st = ts_shifts_read(pairs_yaml, &s, err);
+    if (st) return st;
+    int npairs = 0;
+    for (int i = 0; i < s->nwells; i++) npairs += s->wells[i].npairs;
+    if (npairs == 0) {
+        ts_shifts_free(s);
+        return ts_fail(err, TS_ERR_FORMAT,
+                       "%s: no pairs to solve from (files of the old tool keep only the solution; "
+                       "re-run estimate to get the pairwise measurements)",
+                       pairs_yaml);
+    }
+    if (tile_h > 0 && tile_w > 0) {
+        s->has_tile_shape = true;
+        s->tile_shape[0] = tile_h;
+        s->tile_shape[1] = tile_w;
+    }
+    ts_solve_summary sum = {.converged = true};
+    double t0 = now_s();
+    for (int wi = 0; wi < s->nwells; wi++) {
+        ts_solve_result r;
+        if ((st = ts_solve_well(s, wi, 0, 0, opt, &r, err))) {
+            ts_fail_context(err, "%s", pairs_yaml);
+            ts_shifts_free(s);
+            return st;
+        }
+        sum.wells++;
+        sum.tiles += r.ntiles;
+        sum.pairs += r.npairs;
+        sum.outliers += r.noutliers;
+        sum.isolated += r.isolated;
+        sum.components += r.components;
+        if (r.iterations > sum.max_iterations_used) sum.max_iterations_used = r.iterations;
+        sum.converged &= r.converged;
+    }
+    sum.seconds = now_s() - t0;
+    st = ts_shifts_write(output, s, err);
+    ts_shifts_free(s);
+    if (!st && summary) *summary = sum;
+    return st;
+}
+
+ts_status ts_solve_file(const char *pairs_yaml, const char *output, const ts_solve_options *opt, ts_error *err) {
+    return ts_solve_file_ex(pairs_yaml, output, opt, 0, 0, NULL, err);
+}
