@@ -600,6 +600,72 @@ static void test_parallel_writes_and_reads(void **state) {
     free(full);
 }
 
+/* ------------------------------------------- damaged files never crash */
+
+/* Every single-byte change or truncation of a stored block reads back as
+ * TS_OK (a byte the format does not check, e.g. inside a raw payload) or
+ * TS_ERR_CORRUPT naming the file; never anything else (ASan/UBSan watch). */
+static void damage_and_read(const char *array_path, const char *key, int64_t n0, int64_t n1) {
+    char file[1200];
+    snprintf(file, sizeof file, "%s/%s", array_path, key);
+    void *orig;
+    size_t n;
+    ts_error err;
+    assert_int_equal(ts_read_file(file, &orig, &n, &err), TS_OK);
+    tz_array *a;
+    assert_int_equal(tz_array_open(array_path, &a, &err), TS_OK);
+    unsigned char *buf = malloc(n);
+    uint16_t *out = malloc(sizeof(uint16_t) * (size_t)(n0 * n1));
+    int64_t s[2] = {0, 0}, c[2] = {n0, n1};
+    int corrupt = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        memcpy(buf, orig, n);
+        size_t len = n;
+        if (trial % 3 == 0) len = (size_t)(rng() % n);           /* truncate */
+        else buf[rng() % n] ^= (unsigned char)(1 + rng() % 255);  /* flip */
+        assert_int_equal(ts_write_file_atomic(file, buf, len, &err), TS_OK);
+        ts_status st = tz_array_read(a, s, c, out, &err);
+        if (st != TS_OK) {
+            if (st != TS_ERR_CORRUPT) fail_msg("trial %d: status %d: %s", trial, st, err.message);
+            assert_non_null(strstr(err.message, key));
+            corrupt++;
+        }
+    }
+    assert_true(corrupt > 100);
+    assert_int_equal(ts_write_file_atomic(file, orig, n, &err), TS_OK);
+    tz_array_close(a);
+    free(out);
+    free(buf);
+    free(orig);
+}
+
+static void test_damaged_blocks(void **state) {
+    (void)state;
+    const int64_t H = 40, W = 40;
+    uint16_t *full = malloc(sizeof(uint16_t) * H * W);
+    for (int64_t i = 0; i < H * W; i++) full[i] = (uint16_t)(i % 5 == 0 ? 0 : rng());
+    ts_codec codecs[] = {TS_CODEC_ZSTD, TS_CODEC_BLOSC_LZ4, TS_CODEC_BLOSC_ZSTD, TS_CODEC_GZIP};
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        tz_array *a;
+        ts_error err;
+        snprintf(name, sizeof name, "dmg3_%d", k);
+        tz_array_meta m = sharded_meta(H, W, 40, 8, codecs[k]);
+        assert_int_equal(tz_array_create(tmp_path(name), &m, &a, &err), TS_OK);
+        write_all_blocks(a, full, 0);
+        tz_array_close(a);
+        damage_and_read(tmp_path(name), "c/0/0", H, W);
+        snprintf(name, sizeof name, "dmg2_%d", k);
+        m = meta2d(2, H, W, 40, 40, TS_UINT16);
+        tz_meta_set_codec(&m, codecs[k]);
+        assert_int_equal(tz_array_create(tmp_path(name), &m, &a, &err), TS_OK);
+        write_all_blocks(a, full, 0);
+        tz_array_close(a);
+        damage_and_read(tmp_path(name), "0.0", H, W);
+    }
+    free(full);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
@@ -616,6 +682,7 @@ int main(void) {
         cmocka_unit_test(test_unsupported_metadata),
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_parallel_writes_and_reads),
+        cmocka_unit_test(test_damaged_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
