@@ -43,6 +43,12 @@ static ts_status parse_axes(const ome_node *node, const char *pre, json_t *ms, t
         if (m->axis_index[slot] >= 0)
             return ts_fail(err, TS_ERR_FORMAT, "%s: key '%smultiscales[0].axes': axis '%c' twice",
                            node->file, pre, AXIS_NAMES[slot]);
+        static const char *const TYPES[5] = {"time", "channel", "space", "space", "space"};
+        json_t *type = json_object_get(ax, "type");
+        if (type && (!json_is_string(type) || strcmp(json_string_value(type), TYPES[slot]) != 0))
+            return ts_fail(err, TS_ERR_FORMAT,
+                           "%s: key '%smultiscales[0].axes[%d].type' of axis '%c' is not \"%s\"",
+                           node->file, pre, d, AXIS_NAMES[slot], TYPES[slot]);
         m->axis_index[slot] = d;
         json_t *unit = json_object_get(ax, "unit");
         if (slot == 0) copy_str(m->time_unit, sizeof m->time_unit, unit);
@@ -52,6 +58,45 @@ static ts_status parse_axes(const ome_node *node, const char *pre, json_t *ms, t
     if (m->axis_index[3] < 0 || m->axis_index[4] < 0)
         return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: key '%smultiscales[0].axes' lacks y or x",
                        node->file, pre);
+    return TS_OK;
+}
+
+/* A coordinateTransformations list: one "scale" first (required for
+ * datasets), optionally one "translation"; each with one number per axis
+ * (scales positive). *scale_out: the scale array. */
+static ts_status parse_transforms(const ome_node *node, const char *pre, const char *where,
+                                  json_t *ct, int ndim, bool need_scale, json_t **scale_out,
+                                  ts_error *err) {
+    if (!json_is_array(ct) || (need_scale && json_array_size(ct) == 0))
+        return ts_fail(err, TS_ERR_FORMAT, "%s: key '%s%s' is missing or empty", node->file, pre,
+                       where);
+    size_t i;
+    json_t *t;
+    int nscale = 0, ntrans = 0;
+    json_array_foreach(ct, i, t) {
+        json_t *type = json_object_get(t, "type");
+        const char *ty = json_is_string(type) ? json_string_value(type) : "";
+        bool is_scale = strcmp(ty, "scale") == 0, is_trans = strcmp(ty, "translation") == 0;
+        if (!is_scale && !is_trans)
+            return ts_fail(err, TS_ERR_FORMAT, "%s: key '%s%s[%zu].type' is \"%s\": only scale "
+                           "then translation are allowed", node->file, pre, where, i, ty);
+        if ((is_scale && (i != 0 || nscale++)) || (is_trans && ntrans++))
+            return ts_fail(err, TS_ERR_FORMAT, "%s: key '%s%s': one scale first, then at most "
+                           "one translation", node->file, pre, where);
+        json_t *v = json_object_get(t, is_scale ? "scale" : "translation");
+        if (!json_is_array(v) || (int)json_array_size(v) != ndim)
+            return ts_fail(err, TS_ERR_FORMAT, "%s: key '%s%s[%zu].%s' does not have %d numbers "
+                           "(one per axis)", node->file, pre, where, i, ty, ndim);
+        for (int a = 0; a < ndim; a++) {
+            json_t *x = json_array_get(v, (size_t)a);
+            if (!json_is_number(x) || (is_scale && !(json_number_value(x) > 0)))
+                return ts_fail(err, TS_ERR_FORMAT, "%s: key '%s%s[%zu].%s[%d]' is not a%s number",
+                               node->file, pre, where, i, ty, a, is_scale ? " positive" : "");
+        }
+        if (is_scale) *scale_out = v;
+    }
+    if (need_scale && !*scale_out)
+        return ts_fail(err, TS_ERR_FORMAT, "%s: key '%s%s' has no scale", node->file, pre, where);
     return TS_OK;
 }
 
@@ -74,30 +119,23 @@ static ts_status parse_datasets(const ome_node *node, const char *pre, json_t *m
                            "%s: key '%smultiscales[0].datasets[%d].path' is missing or invalid",
                            node->file, pre, l);
         snprintf(m->level_paths[l], sizeof m->level_paths[l], "%s", s);
+        char where[96];
+        snprintf(where, sizeof where, "multiscales[0].datasets[%d].coordinateTransformations", l);
+        json_t *sc = NULL;
+        ts_status st = parse_transforms(node, pre, where, json_object_get(d, "coordinateTransformations"),
+                                        m->ndim, true, &sc, err);
+        if (st != TS_OK) return st;
         if (l > 0) continue;
-        json_t *ct = json_object_get(d, "coordinateTransformations");
-        size_t i;
-        json_t *t;
-        json_array_foreach(ct, i, t) {
-            json_t *type = json_object_get(t, "type");
-            if (!json_is_string(type) || strcmp(json_string_value(type), "scale") != 0) continue;
-            json_t *sc = json_object_get(t, "scale");
-            if (!json_is_array(sc) || (int)json_array_size(sc) != m->ndim)
-                return ts_fail(err, TS_ERR_FORMAT,
-                               "%s: key '%smultiscales[0].datasets[0].coordinateTransformations"
-                               "[%zu].scale' does not have %d numbers (one per axis)",
-                               node->file, pre, i, m->ndim);
-            for (int a = 0; a < 5; a++) {
-                if (m->axis_index[a] < 0) continue;
-                json_t *v = json_array_get(sc, (size_t)m->axis_index[a]);
-                if (!json_is_number(v) || !(json_number_value(v) > 0))
-                    return ts_fail(err, TS_ERR_FORMAT,
-                                   "%s: key '%smultiscales[0].datasets[0].coordinate"
-                                   "Transformations[%zu].scale' has a non-positive value",
-                                   node->file, pre, i);
-                m->scale[a] = json_number_value(v);
-            }
-        }
+        for (int a = 0; a < 5; a++)
+            if (m->axis_index[a] >= 0)
+                m->scale[a] = json_number_value(json_array_get(sc, (size_t)m->axis_index[a]));
+    }
+    json_t *mct = json_object_get(ms, "coordinateTransformations");
+    if (mct) {
+        json_t *sc = NULL;
+        ts_status st = parse_transforms(node, pre, "multiscales[0].coordinateTransformations", mct,
+                                        m->ndim, false, &sc, err);
+        if (st != TS_OK) return st;
     }
     return TS_OK;
 }
