@@ -81,7 +81,7 @@ ts_status tz_node_attributes(const char *path, int *zarr_format, char **attribut
         if (st) return st;
         attrs = doc;
     }
-    *attributes_json = json_dumps(json_is_object(attrs) ? attrs : json_object(), JSON_COMPACT);
+    *attributes_json = json_is_object(attrs) ? json_dumps(attrs, JSON_COMPACT) : strdup("{}");
     json_decref(doc);
     if (!*attributes_json) return ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s'", path);
     return TS_OK;

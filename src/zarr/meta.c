@@ -374,7 +374,7 @@ ts_status tz_meta_parse_v3(const char *where, json_t *doc, tz_array_meta *meta,
             copy_name(meta->dimension_names[d], sizeof meta->dimension_names[d],
                       json_string_value(json_array_get(dn, (size_t)d)));
     json_t *attrs = json_object_get(doc, "attributes");
-    *attributes = json_dumps(json_is_object(attrs) ? attrs : json_object(), JSON_COMPACT);
+    *attributes = json_is_object(attrs) ? json_dumps(attrs, JSON_COMPACT) : strdup("{}");
     if (!*attributes) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", where);
     return TS_OK;
 }

@@ -71,7 +71,8 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
     index_shape(arr, ishape);
     st = tz_decode_chunk(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, raw, arr->index_bytes, index, err);
     if (st) {
-        err->code = st = TS_ERR_CORRUPT;
+        st = TS_ERR_CORRUPT;
+        if (err) err->code = st;
         ts_fail_context(err, "'%s' (shard '%s'): shard index", file, key);
         goto done;
     }
@@ -116,7 +117,8 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
             if (st) goto done;
             st = tz_decode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, enc, nb, chunk, &ctx, err);
             if (st) {
-                if (st != TS_ERR_NOMEM && st != TS_ERR_UNSUPPORTED) err->code = st = TS_ERR_CORRUPT;
+                if (st != TS_ERR_NOMEM && st != TS_ERR_UNSUPPORTED) st = TS_ERR_CORRUPT;
+                if (err) err->code = st;
                 ts_fail_context(err, "'%s' (shard '%s'), inner chunk %lld", file, key, (long long)lin);
                 goto done;
             }

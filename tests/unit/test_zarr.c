@@ -534,6 +534,25 @@ static void test_groups(void **state) {
     }
     int got;
     char *attrs;
+    /* A v2 group without .zattrs and a v3 array without "attributes": "{}". */
+    char f[1200];
+    snprintf(f, sizeof f, "%s/.zgroup", tmp_path("bare2"));
+    write_text(f, "{\"zarr_format\": 2}");
+    assert_int_equal(tz_node_attributes(tmp_path("bare2"), &got, &attrs, &err), TS_OK);
+    assert_string_equal(attrs, "{}");
+    free(attrs);
+    snprintf(f, sizeof f, "%s/zarr.json", tmp_path("bare3"));
+    write_text(f, "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[2],\"data_type\":\"uint8\","
+                  "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[2]}},"
+                  "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,\"codecs\":[{\"name\":\"bytes\"}]}");
+    tz_array *a;
+    assert_int_equal(tz_array_open(tmp_path("bare3"), &a, &err), TS_OK);
+    assert_string_equal(tz_array_attributes(a), "{}");
+    tz_array_close(a);
+    /* Malformed JSON: TS_ERR_FORMAT naming the file. */
+    write_text(f, "{\"zarr_format\": 3, ");
+    assert_int_equal(tz_array_open(tmp_path("bare3"), &a, &err), TS_ERR_FORMAT);
+    assert_non_null(strstr(err.message, f));
     assert_int_equal(tz_node_attributes(tmp_path("nothing-here"), &got, &attrs, &err), TS_ERR_FORMAT);
     assert_non_null(strstr(err.message, "nothing-here"));
 }
