@@ -141,6 +141,8 @@ static void print_text(json_t *root, bool all_wells) {
         }
     } else {
         json_t *img = json_object_get(root, "image");
+        json_t *path = img ? json_object_get(img, "path") : NULL;
+        if (path) printf("image %s:\n", json_string_value(path));
         if (img) print_image(img, "  ");
     }
 }

@@ -217,6 +217,13 @@ ts_status ts_info_json(const char *store, char **json_out, ts_error *err) {
     if (st != TS_OK) return st;
     bool is_plate = json_object_get(node.ome, "plate") != NULL;
     bool is_image = json_object_get(node.ome, "multiscales") != NULL;
+    bool is_bf2raw = json_object_get(node.ome, "bioformats2raw.layout") != NULL;
+    ts_ome_version bf_ver = TS_OME_04;
+    if (is_bf2raw && node.zarr_format == 3 &&
+        (st = ome_node_version(&node, "bioformats2raw.layout", &bf_ver, err)) != TS_OK) {
+        ome_node_free(&node);
+        return st;
+    }
     ome_node_free(&node);
     json_t *root = NULL;
     if (is_plate) {
@@ -232,6 +239,16 @@ ts_status ts_info_json(const char *store, char **json_out, ts_error *err) {
         json_object_set_new(root, "kind", json_string("image"));
         json_object_set_new(root, "format", json_string(ver == TS_OME_04 ? "0.4" : "0.5"));
         json_object_set_new(root, "image", image_desc(store, json_object()));
+    } else if (is_bf2raw) {
+        /* a bioformats2raw container: series images at "0", "1", ... */
+        root = json_object();
+        json_object_set_new(root, "kind", json_string("bioformats2raw"));
+        json_object_set_new(root, "format", json_string(bf_ver == TS_OME_04 ? "0.4" : "0.5"));
+        char first[4200];
+        snprintf(first, sizeof first, "%s/0", store);
+        json_t *img = image_desc(first, json_object());
+        json_object_set_new(img, "path", json_string("0"));
+        json_object_set_new(root, "image", img);
     } else {
         return ts_fail(err, TS_ERR_FORMAT,
                        "%s: neither an HCS plate (key 'plate') nor an image (key 'multiscales')",
