@@ -129,6 +129,7 @@ static void copy_name(char *dst, size_t n, const char *src) {
 
 static ts_status parse_v3_chain(const char *where, json_t *list, int ndim, tz_codec_chain *chain,
                                 tz_sharding *sharding, bool *sharded, ts_error *err);
+static ts_status parse_v2_codec(const char *where, json_t *cj, tz_codec *c, ts_error *err);
 
 static ts_status parse_v3_codec(const char *where, json_t *cj, int ndim, tz_codec *c,
                                 tz_sharding *sharding, ts_error *err) {
@@ -172,6 +173,14 @@ static ts_status parse_v3_codec(const char *where, json_t *cj, int ndim, tz_code
         c->level = get_int(cfg, "level", 5);
     } else if (strcmp(name, "crc32c") == 0) {
         c->id = TZ_CODEC_CRC32C;
+    } else if (strcmp(name, "zlib") == 0 || strncmp(name, "numcodecs.", 10) == 0) {
+        /* zarr-python 3 names numcodecs codecs "numcodecs.<id>" with their
+         * v2 configuration; zarrita also knows a bare "zlib". */
+        json_t *v2 = json_is_object(cfg) ? json_deep_copy(cfg) : json_object();
+        json_object_set_new(v2, "id", json_string(strcmp(name, "zlib") == 0 ? "zlib" : name + 10));
+        ts_status st = parse_v2_codec(where, v2, c, err);
+        json_decref(v2);
+        if (st) return st;
     } else if (strcmp(name, "sharding_indexed") == 0) {
         c->id = TZ_CODEC_SHARDING;
         if (!sharding) return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: nested sharding_indexed", where);
@@ -253,8 +262,11 @@ static json_t *codec_to_v3(const tz_codec *c, int ndim, size_t esize) {
         json_object_set_new(cfg, "checksum", json_boolean(c->checksum));
         break;
     case TZ_CODEC_GZIP:
-    case TZ_CODEC_ZLIB: /* v3 has no zlib codec; gzip is the deflate one */
         name = "gzip";
+        json_object_set_new(cfg, "level", json_integer(c->level));
+        break;
+    case TZ_CODEC_ZLIB: /* not a core v3 codec: zarr-python 3's name for it */
+        name = "numcodecs.zlib";
         json_object_set_new(cfg, "level", json_integer(c->level));
         break;
     case TZ_CODEC_CRC32C: name = "crc32c"; break;

@@ -190,6 +190,8 @@ class ZarrInterop(unittest.TestCase):
             ("u16_plain_zstd", "uint16", "37,50", "16,16", None, "zstd", []),
             ("f32_plain_blosc_bit", "float32", "37,50", "16,16", None, "blosc-zstd-bit", []),
             ("i32_plain_crc", "int32", "20,30", "16,16", None, "crc32c", []),
+            ("u16_plain_zlib", "uint16", "20,30", "16,16", None, "zlib", []),
+            ("u16_sharded_zlib", "uint16", "20,30", "8,8", "16,16", "zlib", []),
         ]
         pairs, expects = [], []
         for name, dtype, shape, chunk, shard, codec, extra in cases:
