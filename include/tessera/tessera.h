@@ -166,8 +166,9 @@ ts_status ts_estimate(const ts_estimate_options *opt, ts_error *err);
 /* What an estimate run did, for the CLI's --json summary. */
 typedef struct ts_estimate_result {
     int wells;
-    int64_t tiles, pairs;
-    int64_t low_confidence_pairs; /* confidence < 0.1 */
+    int64_t tiles, pairs;         /* pairs measured (written and solved) */
+    int64_t unmatched_pairs;      /* neighbours whose overlap did not match (blank tiles) */
+    int64_t low_confidence_pairs; /* measured, confidence < 0.1 */
     int64_t outlier_pairs;        /* flagged by the solve */
     int64_t isolated_tiles;       /* no usable pair: placed on the grid */
     int max_components;           /* most connected groups in one well */

@@ -88,11 +88,13 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
 }
 
 void cli_estimate_report(const ts_estimate_result *r, double seconds) {
-    printf("{\"wells\": %d, \"tiles\": %lld, \"pairs\": %lld, \"low_confidence_pairs\": %lld, "
+    printf("{\"wells\": %d, \"tiles\": %lld, \"pairs\": %lld, \"unmatched_pairs\": %lld, "
+           "\"low_confidence_pairs\": %lld, "
            "\"outlier_pairs\": %lld, \"isolated_tiles\": %lld, \"max_components\": %d, "
            "\"tile_reads\": %lld, \"peak_cache_bytes\": %zu, \"strip_right\": [%d, %d], "
            "\"strip_below\": [%d, %d], \"seconds\": %.3f, \"pairs_per_second\": %.1f}\n",
-           r->wells, (long long)r->tiles, (long long)r->pairs, (long long)r->low_confidence_pairs,
+           r->wells, (long long)r->tiles, (long long)r->pairs, (long long)r->unmatched_pairs,
+           (long long)r->low_confidence_pairs,
            (long long)r->outlier_pairs, (long long)r->isolated_tiles, r->max_components,
            (long long)r->tile_reads, r->peak_cache_bytes, r->strip_shape[0][0],
            r->strip_shape[0][1], r->strip_shape[1][0], r->strip_shape[1][1], seconds,

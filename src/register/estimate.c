@@ -198,12 +198,8 @@ static int register_edge(void *user, int64_t i, int worker) {
         set_error(c, &err);
         return 1;
     }
-    if (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence)) {
-        /* Never pass NaN on: nominal offset, no confidence. */
-        e->res.dy = g->off_dy + g->prior_dy;
-        e->res.dx = g->off_dx + g->prior_dx;
-        e->res.confidence = 0;
-    }
+    if (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence))
+        e->res.matched = false; /* never pass NaN on */
     int64_t done = atomic_fetch_add(&c->done, 1) + 1;
     if (c->opt->progress) {
         pthread_mutex_lock(&c->mu);
@@ -277,8 +273,8 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
             const cell *t = &cells[i];
             int right = find_cell(cells, wi->npositions, t->gx + 1, t->gy);
             int below = find_cell(cells, wi->npositions, t->gx, t->gy + 1);
-            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, {0, 0, 0, 0, 0, 0, false}};
-            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, {0, 0, 0, 0, 0, 0, false}};
+            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, {0, 0, 0, 0, 0, 0, false, false}};
+            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, {0, 0, 0, 0, 0, 0, false, false}};
         }
         free(cells);
     }
@@ -395,8 +391,16 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
         goto done;
     }
 
+    /* Pairs without a match (a blank or featureless tile) are not
+     * measurements: left out of the solve and of the file, so such a tile,
+     * with no pair left, falls back to its grid position instead of dragging
+     * its neighbours with a noise peak. */
     for (int64_t i = 0; i < c.nedges; i++) {
         const edge *e = &c.edges[i];
+        if (!e->res.matched) {
+            if (result) result->unmatched_pairs++;
+            continue;
+        }
         if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0) {
             st = ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
             goto done;
@@ -409,11 +413,11 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
         ts_tile_cache_stats cs = ts_tile_cache_get_stats(c.cache);
         result->wells = c.plate->nwells;
         result->tiles = c.ntiles;
-        result->pairs = c.nedges;
+        result->pairs = c.nedges - result->unmatched_pairs;
         result->tile_reads = cs.loads;
         result->peak_cache_bytes = cs.peak_bytes;
         for (int64_t i = 0; i < c.nedges; i++)
-            if (c.edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
+            if (c.edges[i].res.matched && c.edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
         result->strip_shape[0][0] = c.geom[0].sh, result->strip_shape[0][1] = c.geom[0].sw;
         result->strip_shape[1][0] = c.geom[1].sh, result->strip_shape[1][1] = c.geom[1].sw;
     }

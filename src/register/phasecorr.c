@@ -16,11 +16,14 @@
 static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define MAX_CANDIDATES 32
+#define MAX_ALL (4 * MAX_CANDIDATES + 2 * (MAX_CANDIDATES + 1))
 
 struct ts_registrar {
     int h, w, wc; /* wc = w / 2 + 1 complex columns */
     ts_register_options opt;
     float *fa, *fb, *tmp;  /* pre-filtered strips and scratch, h * w */
+    float *ha, *hb;        /* the same without their smooth background: what is
+                              correlated (the refinement fits fa/fb with a gain) */
     float *gy, *gx;        /* gradient of fa, for the sub-pixel refinement */
     float *real;           /* FFT input / correlation surface (fftwf_malloc) */
     fftwf_complex *A, *B;  /* spectra, h * wc */
@@ -35,14 +38,16 @@ void ts_register_options_init(ts_register_options *opt) {
     opt->clahe_tiles = 8;
     opt->clahe_clip = 0.01;
     opt->log_compress = false;
-    opt->denoise_sigma = 1.0;
+    opt->denoise_sigma = 0.5;
     opt->sobel = false;
     opt->window = TS_WINDOW_TUKEY;
-    opt->tukey_alpha = 0.5;
+    opt->tukey_alpha = 0.2;
     opt->spectral_sigma = 1.0;
-    opt->candidates = 6;
-    opt->min_overlap = 0.25;
-    opt->min_ncc = 0.1;
+    opt->candidates = 12;
+    opt->refine = true;
+    opt->min_overlap = 0.5;
+    opt->background_px = 32;
+    opt->min_ncc = 0.25;
     opt->strip_margin = 1.25;
 }
 
@@ -83,6 +88,8 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     size_t n = (size_t)h * (size_t)w, nc = (size_t)h * (size_t)r->wc;
     r->fa = malloc(n * sizeof(float));
     r->fb = malloc(n * sizeof(float));
+    r->ha = malloc(n * sizeof(float));
+    r->hb = malloc(n * sizeof(float));
     r->tmp = malloc(n * sizeof(float));
     r->gy = malloc(n * sizeof(float));
     r->gx = malloc(n * sizeof(float));
@@ -93,13 +100,16 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->real = fftwf_malloc(n * sizeof(float));
     r->A = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->B = fftwf_malloc(nc * sizeof(fftwf_complex));
-    if (!r->fa || !r->fb || !r->tmp || !r->gy || !r->gx || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
+    if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->gy || !r->gx || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
         !r->real || !r->A || !r->B) {
         ts_registrar_free(r);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d registrar", h, w);
     }
-    make_window(r->win_y, h, r->opt.window, r->opt.tukey_alpha);
-    make_window(r->win_x, w, r->opt.window, r->opt.tukey_alpha);
+    /* A thin strip (one side less than half the other) is tapered along its
+     * long axis only: across it the taper would fade exactly the
+     * rows/columns that overlap. */
+    make_window(r->win_y, h, 2 * h < w ? TS_WINDOW_NONE : r->opt.window, r->opt.tukey_alpha);
+    make_window(r->win_x, w, 2 * w < h ? TS_WINDOW_NONE : r->opt.window, r->opt.tukey_alpha);
     make_spectral_gauss(r->gauss_y, h, h, r->opt.spectral_sigma);
     make_spectral_gauss(r->gauss_x, r->wc, w, r->opt.spectral_sigma);
     pthread_mutex_lock(&planner_lock);
@@ -122,6 +132,8 @@ void ts_registrar_free(ts_registrar *r) {
     pthread_mutex_unlock(&planner_lock);
     free(r->fa);
     free(r->fb);
+    free(r->ha);
+    free(r->hb);
     free(r->tmp);
     free(r->gy);
     free(r->gx);
@@ -376,13 +388,48 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
     }
 }
 
+/* Half-width of the autocorrelation's central lobe along (uy, ux): the
+ * distance at which it first falls below a quarter of its peak or stops
+ * falling. */
+static double main_lobe(const ts_registrar *r, int uy, int ux, double auto0) {
+    int limit = (uy ? r->h : r->w) / 2;
+    if (!(auto0 > 0)) return 0;
+    double prev = auto0;
+    for (int d = 1; d < limit; d++) {
+        double v = 0.5 * (surf_at(r, d * uy, d * ux) + surf_at(r, -d * uy, -d * ux));
+        if (v < 0.25 * auto0 || v >= prev) return d;
+        prev = v;
+    }
+    return limit;
+}
+
 typedef struct candidate {
-    int sy, sx;   /* integer shift */
-    int peak;     /* index into the peak list */
+    int sy, sx;     /* integer shift */
+    int peak;       /* index into the peak list; -1: from self-similarity */
+    double fy, fx;  /* sub-pixel offset from the correlation peak */
     double ncc;
 } candidate;
 
 static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+
+/* Best NCC wins; a small penalty for the distance from the nominal shift
+ * (0.1 NCC per strip side) only breaks near-ties, where the images cannot
+ * decide (periodic or featureless overlaps). */
+static int pick_best(const candidate *cands, int n, int h, int w, double prior_dy, double prior_dx) {
+    double scale = 0.1 / (double)(h > w ? h : w), best_score = -1e300;
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+        double score = cands[i].ncc - scale * hypot(cands[i].sy - prior_dy, cands[i].sx - prior_dx);
+        if (score > best_score) best_score = score, best = i;
+    }
+    return best;
+}
+
+/* Inside the ellipse of the autocorrelation's main lobe. */
+static bool inside_lobe(int ty, int tx, double lobe_y, double lobe_x) {
+    double y = ty / lobe_y, x = tx / lobe_x;
+    return y * y + x * x <= 1.0;
+}
 
 ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, const float *b,
                              size_t b_stride, double prior_dy, double prior_dx,
@@ -397,6 +444,13 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
 
     copy_strip(r->fa, a, a_stride, h, w);
     copy_strip(r->fb, b, b_stride, h, w);
+    double mean_a, sd_a, mean_b, sd_b;
+    mean_std(r->fa, n, &mean_a, &sd_a);
+    mean_std(r->fb, n, &mean_b, &sd_b);
+    if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) {
+        res->degenerate = true; /* a constant strip: nothing to correlate */
+        return TS_OK;
+    }
     /* Negative-valued images (phase contrast) are shifted to be non-negative,
      * both strips by the same amount so log compression treats them alike. */
     float lo = 0;
@@ -408,16 +462,17 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     if (!st) st = prefilter(r, r->fb, lo, err);
     if (st) return st;
 
-    double mean_a, sd_a, mean_b, sd_b;
-    mean_std(r->fa, n, &mean_a, &sd_a);
-    mean_std(r->fb, n, &mean_b, &sd_b);
-    if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) {
-        res->degenerate = true;
-        return TS_OK;
+    memcpy(r->ha, r->fa, n * sizeof(float));
+    memcpy(r->hb, r->fb, n * sizeof(float));
+    if (r->opt.background_px > 1) {
+        ts_subtract_background(r->ha, h, w, r->opt.background_px, r->tmp);
+        ts_subtract_background(r->hb, h, w, r->opt.background_px, r->tmp);
     }
+    mean_std(r->ha, n, &mean_a, &sd_a);
+    mean_std(r->hb, n, &mean_b, &sd_b);
 
-    spectrum(r, r->fa, mean_a, r->A);
-    spectrum(r, r->fb, mean_b, r->B);
+    spectrum(r, r->ha, mean_a, r->A);
+    spectrum(r, r->hb, mean_b, r->B);
 
     /* Normalised cross-power spectrum A conj(B) / |A conj(B)| into B, and
      * the half-whitened power spectrum |A| into A (for the self-similarity
@@ -460,9 +515,11 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
 
     /* Each peak (py, px) stands for the shifts py or py - h, px or px - w
      * (phase correlation is periodic); the overlap's NCC decides. */
-    candidate cands[4 * MAX_CANDIDATES];
+    candidate cands[MAX_ALL];
     int ncands = 0;
-    double min_area = r->opt.min_overlap * (double)n;
+    double prior_area = (double)(h - fabs(prior_dy)) * (double)(w - fabs(prior_dx));
+    double min_area = r->opt.min_overlap * (prior_area > 0 ? prior_area : (double)n);
+    if (min_area < 0.1 * (double)n) min_area = 0.1 * (double)n;
     for (int p = 0; p < npeaks; p++) {
         int ys[2] = {peaks[p].y, peaks[p].y - h}, xs[2] = {peaks[p].x, peaks[p].x - w};
         for (int iy = 0; iy < (peaks[p].y ? 2 : 1); iy++)
@@ -470,78 +527,81 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
                 int sy = ys[iy], sx = xs[ix];
                 double area = (double)(h - abs(sy)) * (double)(w - abs(sx));
                 if (area < min_area) continue;
-                cands[ncands++] = (candidate){sy, sx, p, overlap_ncc(r->fa, r->fb, h, w, sy, sx)};
+                cands[ncands++] = (candidate){sy, sx, p, 0, 0, overlap_ncc(r->ha, r->hb, h, w, sy, sx)};
             }
     }
     if (ncands == 0) return TS_OK; /* no plausible shift: prior, confidence 0 */
-    /* Best NCC wins; a small penalty for the distance from the nominal
-     * shift (0.1 NCC per strip side) only breaks near-ties, where the
-     * images cannot decide (periodic or featureless overlaps). */
-    double scale = 0.1 / (double)(h > w ? h : w);
-    int best = 0;
-    double best_score = -1e300;
+    /* Sub-pixel offsets now, while the correlation surface is at hand. */
     for (int i = 0; i < ncands; i++) {
-        double score = cands[i].ncc - scale * hypot(cands[i].sy - prior_dy, cands[i].sx - prior_dx);
-        if (score > best_score) best_score = score, best = i;
+        const peak *pk = &peaks[cands[i].peak];
+        cands[i].fy = subpixel(surf_at(r, pk->y - 1, pk->x), pk->value, surf_at(r, pk->y + 1, pk->x));
+        cands[i].fx = subpixel(surf_at(r, pk->y, pk->x - 1), pk->value, surf_at(r, pk->y, pk->x + 1));
     }
-    const candidate *c = &cands[best];
-    const peak *bp = &peaks[c->peak];
+    int first = pick_best(cands, ncands, h, w, prior_dy, prior_dx);
 
-    double fy = subpixel(surf_at(r, bp->y - 1, bp->x), bp->value, surf_at(r, bp->y + 1, bp->x));
-    double fx = subpixel(surf_at(r, bp->y, bp->x - 1), bp->value, surf_at(r, bp->y, bp->x + 1));
-    res->dy = c->sy + fy;
-    res->dx = c->sx + fx;
-    refine_shift(r, &res->dy, &res->dx);
+    /* Self-similarity: strip a's autocorrelation peaks t (periodic
+     * patterns) nominate the shifts best +- t, which the correlation peaks
+     * may have missed; they join the candidates. Shifts inside the
+     * autocorrelation's main lobe are the same match blurred, not
+     * alternatives. */
+    fftwf_execute_dft_c2r(r->inverse, r->A, r->real); /* autocorrelation of a */
+    double auto0 = r->real[0];
+    double lobe_y = main_lobe(r, 1, 0, auto0), lobe_x = main_lobe(r, 0, 1, auto0);
+    double floor_r = 3.0 * (r->opt.spectral_sigma > 1.0 ? r->opt.spectral_sigma : 1.0);
+    if (lobe_y < floor_r) lobe_y = floor_r;
+    if (lobe_x < floor_r) lobe_x = floor_r;
+    peak selfp[MAX_CANDIDATES + 1];
+    int nself = auto0 > 0 ? top_peaks(r, selfp, k + 1) : 0; /* auto0 <= 0: no signal */
+    int ncore = ncands;
+    for (int p = 0; p < nself; p++) {
+        int ty = selfp[p].y > h / 2 ? selfp[p].y - h : selfp[p].y;
+        int tx = selfp[p].x > w / 2 ? selfp[p].x - w : selfp[p].x;
+        if (inside_lobe(ty, tx, lobe_y, lobe_x)) continue;
+        for (int sign = -1; sign <= 1; sign += 2) {
+            int sy = cands[first].sy + sign * ty, sx = cands[first].sx + sign * tx;
+            if (abs(sy) >= h || abs(sx) >= w) continue;
+            if ((double)(h - abs(sy)) * (double)(w - abs(sx)) < min_area) continue;
+            bool seen = false;
+            for (int i = 0; i < ncands && !seen; i++) seen = cands[i].sy == sy && cands[i].sx == sx;
+            if (!seen && ncands < MAX_ALL)
+                cands[ncands++] = (candidate){sy, sx, -1, 0, 0, overlap_ncc(r->ha, r->hb, h, w, sy, sx)};
+        }
+    }
+    int best = ncands > ncore ? pick_best(cands, ncands, h, w, prior_dy, prior_dx) : first;
+    const candidate *c = &cands[best];
+    res->dy = c->sy + c->fy;
+    res->dx = c->sx + c->fx;
+    if (r->opt.refine) refine_shift(r, &res->dy, &res->dx);
     res->ncc = c->ncc;
 
-    /* Confidence = NCC * (1 - strongest rival). A rival shift is a real
-     * alternative only if it is strong on two counts, combined as a
-     * geometric mean:
-     *  - another correlation peak: its height relative to the chosen peak,
-     *    and its overlap NCC relative to the chosen NCC (a second peak whose
-     *    overlap does not match was already ruled out);
-     *  - self-similarity (periodic patterns): for the shifts t where strip a
-     *    resembles itself (peaks of its autocorrelation; the apodisation
-     *    window lowers their height, so it only nominates), b matches a at
-     *    the chosen shift plus t: strength (NCC ratio)^2.
-     * Blank or featureless strips have a low NCC to begin with. */
-    double radius = 3.0 * (r->opt.spectral_sigma > 1.0 ? r->opt.spectral_sigma : 1.0);
-    double top = bp->value - smean;
+    /* Confidence = NCC * (1 - strongest rival). A rival is a candidate
+     * outside the chosen shift's main lobe, strong on two counts: for two
+     * correlation peaks, the geometric mean of the peak height ratio and the
+     * NCC ratio (a second peak whose overlap does not match was already
+     * ruled out); for a self-similarity shift (no peak of its own), the NCC
+     * ratio squared. Blank or featureless strips have a low NCC to begin
+     * with. */
+    double top = c->peak >= 0 ? peaks[c->peak].value - smean : 0;
     double ncc = clamp01(c->ncc), rival = 0;
     res->peak_ratio = 0;
     for (int i = 0; i < ncands; i++) {
-        if (hypot(cands[i].sy - c->sy, cands[i].sx - c->sx) <= radius) continue;
-        double pr = top > 0 ? clamp01((peaks[cands[i].peak].value - smean) / top) : 1.0;
+        if (inside_lobe(cands[i].sy - c->sy, cands[i].sx - c->sx, lobe_y, lobe_x)) continue;
         double nr = ncc > 0 ? clamp01(cands[i].ncc / ncc) : 1.0;
-        double strength = sqrt(pr * nr);
+        double strength = nr * nr;
+        if (c->peak >= 0 && cands[i].peak >= 0) {
+            double pr = top > 0 ? clamp01((peaks[cands[i].peak].value - smean) / top) : 1.0;
+            strength = sqrt(pr * nr);
+            if (pr > res->peak_ratio) res->peak_ratio = pr;
+        }
         if (strength > rival) rival = strength;
         if (cands[i].ncc > res->ncc_second) res->ncc_second = cands[i].ncc;
-        if (pr > res->peak_ratio) res->peak_ratio = pr;
-    }
-
-    fftwf_execute_dft_c2r(r->inverse, r->A, r->real); /* autocorrelation of a */
-    double auto0 = r->real[0];
-    peak selfp[MAX_CANDIDATES + 1];
-    int nself = top_peaks(r, selfp, k + 1);
-    for (int p = 0; p < nself && auto0 > 0; p++) { /* auto0 <= 0: no signal */
-        int ty = selfp[p].y > h / 2 ? selfp[p].y - h : selfp[p].y;
-        int tx = selfp[p].x > w / 2 ? selfp[p].x - w : selfp[p].x;
-        if (hypot(ty, tx) <= radius) continue;
-        for (int sign = -1; sign <= 1; sign += 2) {
-            int sy = c->sy + sign * ty, sx = c->sx + sign * tx;
-            if (abs(sy) >= h || abs(sx) >= w) continue;
-            if ((double)(h - abs(sy)) * (double)(w - abs(sx)) < min_area) continue;
-            double v = overlap_ncc(r->fa, r->fb, h, w, sy, sx);
-            double nr = ncc > 0 ? clamp01(v / ncc) : 1.0;
-            double strength = nr * nr;
-            if (strength > rival) rival = strength;
-            if (v > res->ncc_second) res->ncc_second = v;
-        }
     }
     res->confidence = ncc * (1.0 - rival);
+    res->matched = true;
     if (c->ncc < r->opt.min_ncc) {
         /* Nothing in the overlap matches (blank or featureless tile): the
          * nominal offset is a better guess than a noise peak, and says so. */
+        res->matched = false;
         res->dy = prior_dy;
         res->dx = prior_dx;
         res->confidence = 0;

@@ -68,6 +68,44 @@ void ts_sobel_magnitude(const float *src, float *dst, int h, int w) {
     }
 }
 
+/* Running-sum box filter of half-width r along one line (mirrored ends). */
+static void box_line(const float *src, size_t stride, int n, int r, float *out) {
+    double sum = 0;
+    for (int k = -r; k <= r; k++) sum += src[(size_t)mirror(k, n) * stride];
+    float norm = 1.0f / (float)(2 * r + 1);
+    for (int i = 0; i < n; i++) {
+        out[i] = (float)sum * norm;
+        sum += src[(size_t)mirror(i + r + 1, n) * stride] - src[(size_t)mirror(i - r, n) * stride];
+    }
+}
+
+/* Box blur of half-width r, applied twice (a triangle kernel): shift
+ * invariant, so both strips of a pair lose the same background. */
+static bool box_blur2(const float *src, float *dst, int h, int w, int r) {
+    float *line = malloc((size_t)(h > w ? h : w) * sizeof *line);
+    if (!line) return false;
+    memcpy(dst, src, (size_t)h * (size_t)w * sizeof *dst);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int y = 0; y < h; y++) {
+            float *row = dst + (size_t)y * (size_t)w;
+            box_line(row, 1, w, r, line);
+            memcpy(row, line, (size_t)w * sizeof *line);
+        }
+        for (int x = 0; x < w; x++) {
+            box_line(dst + x, (size_t)w, h, r, line);
+            for (int y = 0; y < h; y++) dst[(size_t)y * (size_t)w + (size_t)x] = line[y];
+        }
+    }
+    free(line);
+    return true;
+}
+
+void ts_subtract_background(float *img, int h, int w, int size, float *tmp) {
+    int r = size / 2;
+    if (r < 1 || !box_blur2(img, tmp, h, w, r)) return;
+    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) img[i] -= tmp[i];
+}
+
 /* CLAHE (Zuiderveld): the image is split into contextual regions; each gets
  * a clipped, redistributed histogram whose CDF is its grey-level mapping;
  * every pixel interpolates bilinearly between the mappings of the four

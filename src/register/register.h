@@ -22,26 +22,35 @@ typedef enum ts_window { TS_WINDOW_NONE = 0, TS_WINDOW_HANN, TS_WINDOW_TUKEY } t
 
 typedef struct ts_register_options {
     /* Pre-filtering, in this order: non-negative shift (always), CLAHE, log
-     * compression, Gaussian denoise, Sobel edge magnitude. */
+     * compression, Gaussian denoise, background subtraction, Sobel edge
+     * magnitude. */
     bool clahe;             /* default false */
     int clahe_tiles;        /* contextual regions along the longer side, default 8 */
     double clahe_clip;      /* clip limit as a fraction of a region's pixels, default 0.01 */
     bool log_compress;      /* log1p of intensities, default false */
-    double denoise_sigma;   /* Gaussian sigma in px, 0 = off; default 1 */
+    double denoise_sigma;   /* Gaussian sigma in px, 0 = off; default 0.5 */
+    int background_px;      /* subtract a smooth background (twice a box filter of this
+                               width): removes vignetting and uneven illumination,
+                               which are fixed to the tile, not the specimen.
+                               0 = off; default 32 */
     bool sobel;             /* edge magnitude instead of intensity, default false */
     /* Apodisation before the FFT. */
     ts_window window;       /* default Tukey */
-    double tukey_alpha;     /* tapered fraction, default 0.5 */
+    double tukey_alpha;     /* tapered fraction, default 0.2 (thin strips: a wider taper
+                               would fade the very rows/columns that overlap) */
     /* Gaussian weighting of the normalised cross-power spectrum: makes the
      * correlation peak a Gaussian of this sigma (px) that a 3-point fit
      * locates to sub-pixel precision, and damps the whitened noise at high
      * frequencies. 0 = none (plain phase correlation). Default 1. */
     double spectral_sigma;
-    int candidates;         /* correlation peaks checked by NCC, default 6 */
-    double min_overlap;     /* candidate shifts must keep this fraction of the strip area
-                               overlapping, default 0.25 */
-    double min_ncc;         /* best overlap NCC below this: no match, the prior shift is
-                               returned with confidence 0; default 0.1 */
+    int candidates;         /* correlation peaks checked by NCC, default 12 */
+    bool refine;            /* Gauss-Newton sub-pixel refinement in the image domain
+                               (else the 3-point fit of the peak only); default true */
+    double min_overlap;     /* candidate shifts must keep this fraction of the overlap
+                               area the nominal shift has, default 0.5 */
+    double min_ncc;         /* best overlap NCC below this: no match (see `matched`);
+                               default 0.25 (true matches of real and synthetic tiles
+                               score > 0.5, blank or noise-only overlaps < 0.15) */
     double strip_margin;    /* strip depth = overlap * margin, clipped to the tile; default 1.25 */
 } ts_register_options;
 
@@ -54,6 +63,9 @@ typedef struct ts_register_result {
     double ncc_second;    /* best NCC of a distinct other candidate shift (-1 if none) */
     double peak_ratio;    /* best distinct other peak / chosen peak, above the mean */
     bool degenerate;      /* a strip was blank (no variance): shift is the prior */
+    bool matched;         /* false: nothing in the overlap matches (blank strip, best NCC
+                             below min_ncc): not a measurement; shift is the prior and
+                             confidence 0 */
 } ts_register_result;
 
 typedef struct ts_registrar ts_registrar;
@@ -109,6 +121,9 @@ ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, const fl
 void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp);
 /* Sobel gradient magnitude of src into dst (h x w), replicated borders. */
 void ts_sobel_magnitude(const float *src, float *dst, int h, int w);
+/* Subtracts a smooth background: the image blurred twice by a size-px box.
+ * tmp: h*w floats. */
+void ts_subtract_background(float *img, int h, int w, int block, float *tmp);
 /* Contrast-limited adaptive histogram equalisation in place; output in [0, 1]. */
 ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *err);
 

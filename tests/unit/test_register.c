@@ -83,6 +83,7 @@ static void test_integer_shifts(void **state) {
         assert_true(fabs(res.dx - shifts[i][1]) < 0.2);
         assert_true(res.confidence > 0.3);
         assert_true(res.ncc > 0.8);
+        assert_true(res.matched);
     }
 }
 
@@ -171,6 +172,8 @@ static void test_blank_low_confidence(void **state) {
     assert_int_equal(ts_register_strips(r, t, w, a, w, 0, 0, &res, &err), TS_OK);
     print_message("blank vs textured: confidence %.3f\n", res.confidence);
     assert_true(res.confidence < 0.1);
+    assert_false(res.matched); /* not a measurement: the prior comes back */
+    assert_true(res.dy == 0 && res.dx == 0);
     ts_registrar_free(r);
     free(a), free(b), free(t), free(s.b);
 }
@@ -200,6 +203,7 @@ static void test_periodic_low_confidence(void **state) {
     assert_true(fabs(remainder(res.dy - 3, 16)) < 0.3 && fabs(remainder(res.dx - 5, 16)) < 0.3);
     /* ... and say it is unsure. */
     assert_true(res.confidence < 0.15);
+    assert_true(res.matched); /* it does match, just not uniquely */
     ts_registrar_free(r);
     free(a), free(b);
 }
