@@ -69,7 +69,7 @@ ts_status tz_array_open(const char *path, tz_array **out, ts_error *err) {
         snprintf(mpath, sizeof mpath, "%s/.zarray", path);
         st = ts_read_file_opt(mpath, &text, &size, &found, err);
         if (st) return st;
-        if (!found) return ts_fail(err, TS_ERR_FORMAT, "no zarr array at '%s' (neither zarr.json nor .zarray)", path);
+        if (!found) return tz_no_node(path, "array (neither zarr.json nor .zarray)", err);
     }
     json_error_t je;
     json_t *doc = json_loadb(text, size, 0, &je);

@@ -6,6 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+ts_status tz_no_node(const char *path, const char *what, ts_error *err) {
+    /* A zip store, or a node inside one: some prefix of the path is a file. */
+    char prefix[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof prefix) n = sizeof prefix - 1;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && path[i] != '/') continue;
+        memcpy(prefix, path, i);
+        prefix[i] = '\0';
+        if (ts_path_exists(prefix) && !ts_is_dir(prefix)) {
+            if (i >= 4 && strcmp(prefix + i - 4, ".zip") == 0)
+                return ts_fail(err, TS_ERR_UNSUPPORTED, "'%s': zip stores are not supported (%s is a zip file); unzip it first",
+                               path, prefix);
+            break;
+        }
+    }
+    return ts_fail(err, TS_ERR_FORMAT, "no zarr %s at '%s'", what, path);
+}
+
 static ts_status write_json(const char *dir, const char *name, json_t *doc, ts_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -74,7 +93,7 @@ ts_status tz_node_attributes(const char *path, int *zarr_format, char **attribut
         bool is_node = ts_path_exists(p);
         snprintf(p, sizeof p, "%s/.zarray", path);
         is_node = is_node || ts_path_exists(p);
-        if (!is_node) return ts_fail(err, TS_ERR_FORMAT, "no zarr group or array at '%s' (no zarr.json, .zgroup or .zarray)", path);
+        if (!is_node) return tz_no_node(path, "group or array (no zarr.json, .zgroup or .zarray)", err);
         *zarr_format = 2;
         snprintf(p, sizeof p, "%s/.zattrs", path);
         st = load_json(p, &doc, &found, err);

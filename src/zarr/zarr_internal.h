@@ -67,6 +67,10 @@ ts_status tz_parse_attributes(const char *where, const char *text, json_t **out,
 /* Fill value as one element of dtype, native endian. */
 void tz_fill_element(ts_dtype dtype, double fill, unsigned char out[8]);
 
+/* group.c: the error for a path with no zarr metadata: TS_ERR_UNSUPPORTED
+ * when the path is (inside) a zip file, else TS_ERR_FORMAT. */
+ts_status tz_no_node(const char *path, const char *what, ts_error *err);
+
 /* region.c: copying boxes between C-order buffers, contiguous rows by memcpy. */
 /* Copies the box `extent` at src_off in src (shape src_shape) to dst_off in
  * dst (shape dst_shape). */

@@ -163,6 +163,24 @@ static void test_zarrita_fixtures_open_or_refuse(void **state) {
     assert_true(n_read - v2_read >= 25);
 }
 
+static void test_zip_stores_refused(void **state) {
+    (void)state;
+    const char *paths[] = {
+        TD "/zarrita_fixtures/fixtures/v3/data.uncompressed.zarr.zip",
+        TD "/zarrita_fixtures/fixtures/v3/data.uncompressed.zarr.zip/1d.contiguous.i4",
+        TD "/zarrita_fixtures/fixtures/v2/data.zipped_from_within.zarr.zip/1d.contiguous.i4",
+    };
+    for (int i = 0; i < 3; i++) {
+        tz_array *a;
+        ts_error err;
+        assert_int_equal(tz_array_open(paths[i], &a, &err), TS_ERR_UNSUPPORTED);
+        assert_non_null(strstr(err.message, "zip"));
+        int fmt;
+        char *attrs;
+        assert_int_equal(tz_node_attributes(paths[i], &fmt, &attrs, &err), TS_ERR_UNSUPPORTED);
+    }
+}
+
 static void test_zarrita_known_values(void **state) {
     (void)state;
     tz_array *a;
@@ -336,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_zarr_implementations_png),
         cmocka_unit_test(test_zarrita_fixtures_open_or_refuse),
         cmocka_unit_test(test_zarrita_known_values),
+        cmocka_unit_test(test_zip_stores_refused),
         cmocka_unit_test(test_numcodecs_vectors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
