@@ -131,6 +131,36 @@ def main():
                 wells = attrs["plate"]["wells"] if version == "0.4" else attrs["ome"]["plate"]["wells"]
                 check(json.loads(p.stdout)["nwells"] == len(wells), f"{version} example {ex}: well count")
 
+    # ome-zarr-models-py examples: plate and well metadata, and its 0.4 HCS store
+    ozm = os.path.join(DATA, "ome-zarr-models-py", "tests", "data", "examples")
+    for version, sub in (("0.4", "v04"), ("0.5", "v05")):
+        for ex in sorted(os.listdir(os.path.join(ozm, sub))):
+            if not ex.endswith(".json") or not (ex.startswith("plate") or ex.startswith("well") or ex.startswith("hcs")):
+                continue
+            with open(os.path.join(ozm, sub, ex)) as f:
+                doc = json.load(f)
+            if version == "0.4" and ex.startswith("plate"):
+                doc = {"plate": dict(doc, version="0.4")}
+            kind = "well" if ex.startswith("well") else "plate"
+            root = os.path.join(TMP, f"ozm_{sub}_{ex}.zarr")
+            build(kind, version, ex, doc, root)
+            p = subprocess.run([BIN, "info", root, "--json"], capture_output=True, text=True)
+            check(p.returncode == 0, f"ome-zarr-models {sub}/{ex}: {p.stderr.strip()}")
+            if p.returncode == 0 and kind == "well":
+                info = json.loads(p.stdout)
+                images = (doc if version == "0.4" else doc["ome"])["well"]["images"]
+                check(info["wells"][0]["positions"] == len(images), f"{sub}/{ex}: positions {info['wells'][0]}")
+    p = subprocess.run([BIN, "info", os.path.join(ozm, "v04", "hcs_example.ome.zarr"), "--json"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, f"hcs_example.ome.zarr: {p.stderr.strip()}")
+    if p.returncode == 0:
+        info = json.loads(p.stdout)
+        img = info["image"]
+        check(info["format"] == "0.4" and info["nwells"] == 1 and img["axes"] == "czyx", f"hcs_example: {info}")
+        check(img["levels"][0].get("shape") == [1, 2, 2160, 5120] and len(img["levels"]) == 5,
+              f"hcs_example levels: {img['levels'][0]}")
+        check(img["tile_shape"] == [2160, 5120] and img["channels"][0]["label"] == "DAPI", "hcs_example image")
+
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
