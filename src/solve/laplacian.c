@@ -261,12 +261,14 @@ static bool pcg(ts_laplacian *lap) {
     }
 }
 
-ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], double (*pos)[2],
-                             bool reuse, bool *factorised, ts_error *err) {
+ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], const double (*fixed)[2],
+                             double (*pos)[2], bool reuse, bool *factorised, ts_error *err) {
     int n = lap->n;
     if (factorised) *factorised = false;
-    for (int i = 0; i < lap->ntiles; i++) pos[i][0] = pos[i][1] = 0.0;
-    if (n == 0) return TS_OK;
+    if (n == 0) {
+        for (int i = 0; i < lap->ntiles; i++) pos[i][0] = fixed ? fixed[i][0] : 0, pos[i][1] = fixed ? fixed[i][1] : 0;
+        return TS_OK;
+    }
     double *Ax = lap->A->x, *Bx = lap->B->x;
     memset(Ax, 0, (size_t)((int *)lap->A->p)[n] * sizeof(double));
     memset(Bx, 0, (size_t)n * 2 * sizeof(double));
@@ -280,11 +282,19 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
             Ax[lap->diag_a[e]] += we;
             Bx[ra] -= we * d[e][0];
             Bx[n + ra] -= we * d[e][1];
+            if (rb < 0 && fixed) { /* b fixed: its known position moves to the right */
+                Bx[ra] += we * fixed[lap->b[e]][0];
+                Bx[n + ra] += we * fixed[lap->b[e]][1];
+            }
         }
         if (rb >= 0) {
             Ax[lap->diag_b[e]] += we;
             Bx[rb] += we * d[e][0];
             Bx[n + rb] += we * d[e][1];
+            if (ra < 0 && fixed) {
+                Bx[rb] += we * fixed[lap->a[e]][0];
+                Bx[n + rb] += we * fixed[lap->a[e]][1];
+            }
         }
         if (lap->off[e] >= 0) Ax[lap->off[e]] -= we;
     }
@@ -305,6 +315,11 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
         if (r >= 0) {
             pos[i][0] = Xx[r];
             pos[i][1] = Xx[n + r];
+        } else if (fixed) {
+            pos[i][0] = fixed[i][0];
+            pos[i][1] = fixed[i][1];
+        } else {
+            pos[i][0] = pos[i][1] = 0.0;
         }
     }
     return TS_OK;

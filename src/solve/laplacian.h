@@ -16,7 +16,8 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
                               const unsigned char *usable, ts_laplacian **out, ts_error *err);
 
 /* Solves L p = B^T W d for both axes with edge weights w; d[e] = measured
- * (dy, dx) of p_b - p_a. pos[i] for every tile (0 for fixed tiles).
+ * (dy, dx) of p_b - p_a. Fixed tiles sit at fixed[i] (NULL: at 0); pos[i]
+ * for every tile (fixed tiles copied; pos may be fixed itself).
  *
  * reuse = false: numeric factorisation with these weights, direct solve.
  * reuse = true (IRLS after the first step): conjugate gradients on the new
@@ -26,8 +27,8 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
  * still change, a low-rank change that CG absorbs in a few steps, so the
  * long tail of IRLS costs triangular solves instead of factorisations.
  * *factorised (may be NULL) tells whether a factorisation happened. */
-ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], double (*pos)[2],
-                             bool reuse, bool *factorised, ts_error *err);
+ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], const double (*fixed)[2],
+                             double (*pos)[2], bool reuse, bool *factorised, ts_error *err);
 
 void ts_laplacian_free(ts_laplacian *lap);
 

@@ -43,8 +43,10 @@ typedef struct ts_solve_result {
     bool *outlier;          /* per pair: |residual| > outlier_px after the solve */
     double (*residual)[2];  /* per pair: (p_b - p_a) - d; NaN for unusable pairs */
     int iterations;         /* solves done (1 for L2; IRLS steps for L1) */
-    int factorisations;     /* numeric factorisations among them (the others
-                               were CG steps preconditioned by the last one) */
+    int factorisations;     /* whole-plate numeric factorisations among them
+                               (other whole-plate steps were CG preconditioned
+                               by the last factorisation) */
+    int local_steps;        /* IRLS steps on the few tiles still moving only */
     bool converged;         /* L1: the last step moved every tile < tolerance */
     double max_change;      /* px, the last IRLS step's largest position change */
     int components;         /* connected groups, isolated tiles included */

@@ -247,6 +247,48 @@ static void test_wrong_edges(void **state) {
     free_grid(&g);
 }
 
+/* The L1 answer (reached through CG steps and local steps) is a fixed point
+ * of IRLS: a direct weighted L2 solve with the IRLS weights of the final
+ * residuals reproduces it. */
+static void test_l1_fixed_point(void **state) {
+    (void)state;
+    grid_case g = make_grid(40, 30, 20, 0.3, 0.04, 9, NULL);
+    ts_solve_problem p = problem_of(&g);
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    o.edge_weights = TS_EDGE_WEIGHTS_LINEAR;
+    o.tolerance = 1e-6;
+    o.max_iterations = 500;
+    ts_solve_result r;
+    solve_ok(&p, &o, &r);
+    assert_true(r.converged);
+    print_message("l1 40x30: %d iterations, %d factorisations, %d local steps\n", r.iterations, r.factorisations,
+                  r.local_steps);
+    ts_shift_pair *q = malloc(sizeof *q * g.npairs);
+    memcpy(q, g.pairs, sizeof *q * g.npairs);
+    for (int e = 0; e < g.npairs; e++) {
+        double res = hypot(r.residual[e][0], r.residual[e][1]);
+        double w = fmax(g.pairs[e].confidence, o.weight_floor) / fmax(res, 0.5);
+        q[e].confidence = w / 2; /* <= 1 */
+        assert_true(q[e].confidence > 1e-9);
+    }
+    ts_solve_problem p2 = p;
+    p2.pairs = q;
+    ts_solve_options o2 = o;
+    o2.solver = TS_SOLVER_L2;
+    o2.weight_floor = 1e-9; /* every weight above it: w = c exactly */
+    ts_solve_result r2;
+    solve_ok(&p2, &o2, &r2);
+    double worst = 0;
+    for (int i = 0; i < g.n; i++)
+        for (int k = 0; k < 2; k++) worst = fmax(worst, fabs(r.position[i][k] - r2.position[i][k]));
+    if (worst > 1e-4) fail_msg("L1 result is not an IRLS fixed point: %g px", worst);
+    ts_solve_result_free(&r);
+    ts_solve_result_free(&r2);
+    free(q);
+    free_grid(&g);
+}
+
 static bool cut_column(int x, int y, bool right) { (void)y; return right && x == 2; }
 
 static void test_disconnected_groups(void **state) {
@@ -476,7 +518,8 @@ static void test_solve_file(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_recovery),     cmocka_unit_test(test_none_is_unweighted),
-        cmocka_unit_test(test_wrong_edges),        cmocka_unit_test(test_disconnected_groups),
+        cmocka_unit_test(test_wrong_edges),        cmocka_unit_test(test_l1_fixed_point),
+        cmocka_unit_test(test_disconnected_groups),
         cmocka_unit_test(test_isolated_tiles),     cmocka_unit_test(test_outliers_reported),
         cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
         cmocka_unit_test(test_solve_file),

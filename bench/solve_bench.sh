@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Global solve on a full plate: a 409 x 409 grid (167,281 tiles, 333,744
+# pairs, 0.3 px noise, 2% wrong pairs off by 50-200 px). tessera's L2 and L1
+# (in-process, and `tessera solve` end to end with file read/write) beside a
+# scipy lsmr-based L2 and IRLS on the same system; seconds, ratio, peak RSS.
+#   bash bench/solve_bench.sh [BUILD_DIR] [SIDE] [WRONG] [MAX_SCIPY_IRLS_ITERATIONS]
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-build}
+SIDE=${2:-409}
+WRONG=${3:-0.02}
+CAP=${4:-5}
+case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
+PY=${TESSERA_PYTHON:-/usr/bin/python3}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+cmake --build "$BUILD" --target tessera tessera_cli -j2 >/dev/null
+# shellcheck disable=SC2046
+cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/src" -I"$SRC/include" "$SRC/bench/solve_bench.c" \
+  "$BUILD/libtessera.a" $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
+  -lcholmod -lpthread -lm -o "$WORK/solve_bench"
+
+P="$WORK/plate"
+"$WORK/solve_bench" gen "$SIDE" "$WRONG" "$P"
+L2=$("$WORK/solve_bench" solve "$P" l2)
+L1=$("$WORK/solve_bench" solve "$P" l1)
+L1W=$("$WORK/solve_bench" solve "$P" l1 linear)
+echo "tessera l2           : $L2"
+echo "tessera l1           : $L1"
+echo "tessera l1 linear    : $L1W"
+/usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --solver l2 --json >/dev/null
+read -r E2 M2 <"$WORK/time"
+/usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --json >"$WORK/l1.json"
+read -r E1 M1 <"$WORK/time"
+echo "tessera solve CLI l2 : wall=${E2}s peak_rss_mb=$((M2 / 1024)) (read $(du -h "$P.yaml" | cut -f1) yaml, solve, write)"
+echo "tessera solve CLI l1 : wall=${E1}s peak_rss_mb=$((M1 / 1024)) $(cat "$WORK/l1.json")"
+ITERS=$(sed 's/.*iterations=\([0-9]*\).*/\1/' <<<"$L1")
+SC=$("$PY" "$SRC/bench/solve_bench_scipy.py" "$P" "$ITERS" "$CAP")
+echo "$SC"
+t2=$(sed 's/.*seconds=\([0-9.]*\).*/\1/' <<<"$L2")
+s2=$(sed -n 's/^scipy lsmr l2: seconds=\([0-9.]*\).*/\1/p' <<<"$SC")
+t1=$(sed 's/.*seconds=\([0-9.]*\).*/\1/' <<<"$L1")
+s1=$(sed -n 's/.*-> ~\([0-9.]*\) s.*/\1/p' <<<"$SC")
+echo "ratio l2 scipy/tessera: $(awk -v a="$s2" -v b="$t2" 'BEGIN{printf "%.1fx", a/b}')"
+echo "ratio l1 scipy/tessera (scipy extrapolated to the same iterations): $(awk -v a="$s1" -v b="$t1" 'BEGIN{printf "%.1fx", a/b}')"
