@@ -165,7 +165,7 @@ static int write_random(int argc, char **argv) {
     unsigned char *blk = malloc(bn * es);
     int64_t b[TZ_MAX_DIM] = {0};
     for (;;) {
-        int64_t zero[TZ_MAX_DIM] = {0}, off[TZ_MAX_DIM];
+        int64_t off[TZ_MAX_DIM];
         for (int d = 0; d < nd; d++) off[d] = b[d] * m.chunk[d];
         /* copy block out of `full` row by row */
         int64_t e[TZ_MAX_DIM] = {0};
@@ -179,7 +179,6 @@ static int write_random(int argc, char **argv) {
                 e[d] = 0;
             }
         }
-        (void)zero;
         if (tz_array_write_block(arr, b, blk, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
         int d = nd - 1;
         for (; d >= 0; d--) {
