@@ -247,7 +247,10 @@ typedef struct ts_preview_options {
     const char *output;    /* PNG path */
     const char *well;      /* NULL = first well */
     int max_size;          /* longest side, px; default 1024 */
-    const char *shifts;    /* draw tile outlines coloured by confidence, or NULL */
+    const char *shifts;    /* draw tile outlines coloured by confidence, or NULL; with
+                              an input plate (many images per well), also lay the
+                              tiles out at its origins (averaged where they overlap) */
+    int threads;           /* tile reads for an input plate; 0 = all cores */
 } ts_preview_options;
 
 void ts_preview_options_init(ts_preview_options *opt);

@@ -8,7 +8,7 @@ static const char *CMD = "preview";
 
 static void help(void) {
     printf("usage: tessera preview STORE -o PICTURE.png [--well W] [--max-size PX]\n"
-           "                        [--shifts shifts.yaml]\n\n"
+           "                        [--shifts shifts.yaml] [--threads N]\n\n"
            "Write a downsampled picture of a fused mosaic (one image per well): the smallest\n"
            "pyramid level that still reaches --max-size is mean-downsampled, each channel\n"
            "contrast-stretched (0.5-99.5 percentiles of covered pixels) in its omero colour.\n\n"
@@ -17,7 +17,10 @@ static void help(void) {
            "  --well W            well, e.g. B/3 (default: the first with an image)\n"
            "  --max-size PX       longest side of the picture (default 1024)\n"
            "  --shifts FILE       draw tile outlines and neighbour links coloured by\n"
-           "                      registration confidence (red 0, yellow 0.5, green 1)\n");
+           "                      registration confidence (red 0, yellow 0.5, green 1); for an\n"
+           "                      input plate (many images per well), also place the tiles at\n"
+           "                      the file's origins and orientation (averaged, not blended)\n"
+           "  --threads N         tile reads for an input plate (default: all cores)\n");
 }
 
 int cmd_preview(int argc, char **argv) {
@@ -37,6 +40,9 @@ int cmd_preview(int argc, char **argv) {
         } else if (!strcmp(a, "--max-size")) {
             if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
             if (!cli_int(CMD, a, v, 16, 65536, &o.max_size)) return CLI_USAGE;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
+            if (!cli_int(CMD, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
         } else if (!strcmp(a, "--shifts")) {
             if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
             o.shifts = v;

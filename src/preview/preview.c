@@ -6,7 +6,9 @@
  * max_size, so memory follows the picture, not the mosaic. Channels are
  * contrast-stretched by percentiles of covered (non-zero) pixels and tinted
  * with their omero colours. With a shifts file, tile outlines and
- * neighbour links are drawn coloured by registration confidence. */
+ * neighbour links are drawn coloured by registration confidence; for an
+ * input plate (many images per well) the shifts file also places the tiles
+ * (mosaic.c). */
 #include "tessera/tessera.h"
 
 #include <math.h>
@@ -17,6 +19,7 @@
 #include "common/error.h"
 #include "ome/ome.h"
 #include "preview/canvas.h"
+#include "preview/mosaic.h"
 #include "shifts/shifts.h"
 
 void ts_preview_options_init(ts_preview_options *opt) {
@@ -206,10 +209,30 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
         }
     }
     const ts_well_info *wi = &plate->wells[w];
+    int sw = -1;
+    if (opt->shifts) {
+        if ((st = ts_shifts_read(opt->shifts, &sh, err)) != TS_OK) goto done;
+        sw = ts_shifts_find_well(sh, wi->path);
+        if (sw < 0) {
+            st = ts_fail(err, TS_ERR_ARG, "%s has no well %s", opt->shifts, wi->path);
+            goto done;
+        }
+    }
     if (wi->npositions != 1) {
-        st = ts_fail(err, TS_ERR_UNSUPPORTED,
-                     "%s: well %s has %d images; preview shows a fused mosaic (one image per well)",
-                     opt->store, wi->path, wi->npositions);
+        /* an input plate: lay its tiles out at the shifts' origins */
+        if (!sh) {
+            st = ts_fail(err, TS_ERR_UNSUPPORTED,
+                         "%s: well %s has %d images: give --shifts to lay the tiles out, or "
+                         "preview a fused mosaic (one image per well)",
+                         opt->store, wi->path, wi->npositions);
+            goto done;
+        }
+        double scale = 1;
+        if ((st = pv_mosaic(plate, w, sh, sw, opt->max_size, opt->threads, &cv, &scale, err)) !=
+            TS_OK)
+            goto done;
+        draw_shifts(&cv, sh, sw, scale);
+        st = pv_write_png(&cv, opt->output, err);
         goto done;
     }
     char image[4400];
@@ -247,15 +270,7 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
             pv_parse_color(PALETTE[c % 6], col);
         pv_add_channel(&cv, plane, valid, 0.5, 99.5, col);
     }
-    if (opt->shifts) {
-        if ((st = ts_shifts_read(opt->shifts, &sh, err)) != TS_OK) goto done;
-        int sw = ts_shifts_find_well(sh, wi->path);
-        if (sw < 0) {
-            st = ts_fail(err, TS_ERR_ARG, "%s has no well %s", opt->shifts, wi->path);
-            goto done;
-        }
-        draw_shifts(&cv, sh, sw, lp.to_level / (double)f);
-    }
+    if (sh) draw_shifts(&cv, sh, sw, lp.to_level / (double)f);
     st = pv_write_png(&cv, opt->output, err);
 done:
     free(cv.rgb);

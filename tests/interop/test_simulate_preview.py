@@ -4,7 +4,8 @@ A simulated plate is fused (0.4, one channel, with pyramid levels); the PNG
 must have the size the level choice implies, its grey levels must follow a
 numpy mean-downsample of the level zarr-python reads, and --shifts must draw
 coloured outlines on the grey picture. Input plates (many images per well)
-are refused with a clear message.
+need --shifts, which lays their tiles out (checked against numpy placing
+the oriented tiles at the truth origins).
 """
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import yaml
 import zarr
 from PIL import Image
 
@@ -79,8 +81,48 @@ def main():
     coloured = (np.abs(im[..., 0] - im[..., 1]) > 60) | (np.abs(im[..., 1] - im[..., 2]) > 60)
     check(coloured.sum() > 100, f"--shifts drew {coloured.sum()} coloured pixels")
 
+    # an input plate laid out by a shifts file: numpy places the oriented
+    # tiles at the truth origins (mean where they overlap) for comparison
+    rot = os.path.join(TMP, "rot.zarr")
+    rtruth = os.path.join(TMP, "rot.yaml")
+    run("simulate", "-o", rot, "--grid", "3x2", "--tile", "90x150", "--overlap", "20", "--acq-rot90", "1",
+        "--acq-flipud", "--format", "0.4", "--truth", rtruth, "--seed", "9", "--noise", "0", "-q")
+    png = os.path.join(TMP, "rot.png")
+    run("preview", rot, "-o", png, "--shifts", rtruth, "--max-size", "64")
+    with open(rtruth) as f:
+        t = yaml.safe_load(f)
+    o = t["orientation"]
+    th, tw = t["tile_shape"]
+    tt = t["total_translation"]
+    H = max(v[0] for v in tt.values()) + th
+    W = max(v[1] for v in tt.values()) + tw
+    acc, cnt = np.zeros((H, W)), np.zeros((H, W))
+    gr = zarr.open(rot, mode="r")
+    for name, (y, x) in tt.items():
+        a = gr[name + "/0"][0, 0, 0]
+        if o["flipud"]:
+            a = np.flipud(a)
+        if o["fliplr"]:
+            a = np.fliplr(a)
+        a = np.rot90(a, o["rot90"])
+        acc[y:y + th, x:x + tw] += a
+        cnt[y:y + th, x:x + tw] += 1
+    f = -(-max(H, W) // 64)
+    oh, ow = -(-H // f), -(-W // f)
+    pa, pc = np.zeros((oh * f, ow * f)), np.zeros((oh * f, ow * f))
+    pa[:H, :W], pc[:H, :W] = acc, cnt
+    ds = pa.reshape(oh, f, ow, f).sum(axis=(1, 3)) / np.maximum(pc.reshape(oh, f, ow, f).sum(axis=(1, 3)), 1)
+    im = np.asarray(Image.open(png).convert("RGB")).astype(float)
+    check(im.shape[:2] == (oh, ow), f"input-plate preview {im.shape[:2]} != {(oh, ow)}")
+    if im.shape[:2] == (oh, ow):
+        # the outlines overwrite some pixels: compare the rest
+        grey = (im[..., 0] == im[..., 1]) & (im[..., 1] == im[..., 2])
+        r = np.corrcoef(im[..., 0][grey], ds[grey])[0, 1]
+        check(r > 0.95, f"input-plate preview does not follow the numpy layout (r = {r:.3f})")
+        print(f"input plate with rot90 + flipud: {ow}x{oh}, r = {r:.4f} over {grey.sum()} pixels")
+
     p = run("preview", plate, "-o", os.path.join(TMP, "x.png"), ok=False)
-    check(p.returncode == 1 and "images" in p.stderr, f"input plate: rc {p.returncode} {p.stderr.strip()}")
+    check(p.returncode == 1 and "--shifts" in p.stderr, f"input plate without shifts: rc {p.returncode} {p.stderr.strip()}")
     check(not os.path.exists(os.path.join(TMP, "x.png")), "a refused preview left a file")
     p = run("preview", out, "-o", os.path.join(TMP, "y.png"), "--well", "H/9", ok=False)
     check(p.returncode != 0 and "H/9" in p.stderr, f"unknown well: {p.stderr.strip()}")
