@@ -127,7 +127,7 @@ static void write_translation(out_buf *b, const ts_shifts *s) {
         const ts_well_shifts *w = &s->wells[wi];
         for (int t = 0; t < w->ntiles; t++) {
             if (!w->has_origin[t]) continue;
-            puts_(b, any ? "\n  " : "\n  ");
+            puts_(b, "\n  ");
             any = true;
             put_key(b, w->well, w->tiles[t]);
             putf(b, ": [%" PRId64 ", %" PRId64 "]", w->origin[t][0], w->origin[t][1]);
