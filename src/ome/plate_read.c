@@ -264,8 +264,13 @@ ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);
         char name[64];
-        size_t n = len < sizeof name ? len : sizeof name - 1;
-        memcpy(name, s, n);
+        /* "A/1, B/2" as typed by people: surrounding spaces do not count */
+        const char *b = s;
+        size_t blen = len;
+        while (blen > 0 && *b == ' ') b++, blen--;
+        while (blen > 0 && b[blen - 1] == ' ') blen--;
+        size_t n = blen < sizeof name ? blen : sizeof name - 1;
+        memcpy(name, b, n);
         name[n] = '\0';
         if (n > 0) {
             int w = ts_plate_find_well(plate, name);

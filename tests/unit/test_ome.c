@@ -97,7 +97,7 @@ static void roundtrip(ts_ome_version version) {
     assert_true(r.has_window[1]);
     assert_true(r.window[1][2] == 100 && r.window[1][3] == 2000);
 
-    assert_int_equal(ts_plate_filter_wells(p, "A/2,B/3", &err), TS_OK);
+    assert_int_equal(ts_plate_filter_wells(p, "A/2, B/3", &err), TS_OK);
     assert_int_equal(p->nwells, 2);
     assert_string_equal(p->wells[0].path, "B/3");
     expect_error(ts_plate_filter_wells(p, "C/9", &err), &err, "C/9", NULL);
