@@ -2,6 +2,7 @@
  * convert to float32) and blending a block (accumulate, normalise, write). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/orient.h"
 #include "fuse/fuse_internal.h"
@@ -46,6 +47,24 @@ static void unit_coords(const fuse_well *W, int64_t u, int64_t *t, int64_t *z, i
     *t = u / (nb * W->L.Z);
 }
 
+/* Strips live across several blocks while short-lived buffers (decoded
+ * chunks, encoded shards) come and go around them; on the malloc heap that
+ * interleaving fragments it and RSS creeps up with the canvas. Large strips
+ * therefore get their own mapping, returned to the system when freed. */
+#define STRIP_MMAP_MIN ((size_t)64 << 10)
+
+static float *strip_alloc(size_t bytes) {
+    if (bytes < STRIP_MMAP_MIN) return malloc(bytes ? bytes : 1);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void strip_free(void *user, fuse_strip *strip) {
+    (void)user;
+    if (strip->bytes < STRIP_MMAP_MIN) free(strip->data);
+    else munmap(strip->data, strip->bytes);
+}
+
 static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
     (void)unit;
     fuse_well *W = user;
@@ -54,10 +73,15 @@ static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
     return (size_t)nc * (size_t)(slot->r1 - slot->r0) * (size_t)t->w * sizeof(float);
 }
 
-#define CONVERT_ROW(TYPE)                                                    \
-    do {                                                                     \
-        const TYPE *s = (const TYPE *)raw + plane;                           \
-        for (int64_t j = 0; j < n; j++) dst[j] = (float)s[base + j * step];  \
+/* Unit step (no rotation, no left-right flip) is the common case: a plain
+ * converting copy that vectorises. */
+#define CONVERT_ROW(TYPE)                                                        \
+    do {                                                                         \
+        const TYPE *s = (const TYPE *)raw + plane + base;                        \
+        if (step == 1)                                                           \
+            for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j];                \
+        else                                                                     \
+            for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j * step];         \
     } while (0)
 
 static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
@@ -93,7 +117,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     void *raw = malloc((size_t)(nc * rh * rw) * esize);
     int64_t rows = slot->r1 - slot->r0;
     strip->bytes = (size_t)(nc * rows * t->w) * sizeof(float);
-    strip->data = malloc(strip->bytes);
+    strip->data = strip_alloc(strip->bytes);
     if (!raw || !strip->data) {
         free(raw);
         return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
@@ -195,4 +219,5 @@ void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns) {
     fns->load = load_strip;
     fns->process = process_block;
     fns->user = W;
+    fns->free_strip = strip_free;
 }

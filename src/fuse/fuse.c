@@ -177,7 +177,9 @@ static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate
     if ((st = scratch_alloc(&W, err)) != TS_OK) goto done;
 
     size_t fixed = (size_t)W.nworkers * fuse_block_bytes(&sz, W.L.block);
-    size_t budget = opt->memory > fixed + ((size_t)64 << 20) ? opt->memory - fixed : (size_t)64 << 20;
+    /* What the worker buffers leave of --memory bounds the tile strips held
+     * (at least a quarter of it: the block size was chosen to fit). */
+    size_t budget = opt->memory > fixed + opt->memory / 4 ? opt->memory - fixed : opt->memory / 4;
     fuse_stage_fns fns;
     fuse_stage_fns_init(&W, &fns);
     char stage[64];

@@ -30,7 +30,7 @@ typedef struct sched {
     int cur_s;
     size_t budget, held, peak;
     int loads_in_flight;
-    int64_t lookahead;   /* blocks beyond one band that may be read ahead */
+    int64_t lookahead;   /* blocks that may be read ahead of the earliest unfinished */
     int64_t ready;       /* blocks ready and unclaimed */
     int64_t done, total;
     bool failed;
@@ -47,10 +47,17 @@ static const fuse_band *unit_band(const sched *S, int64_t u) {
     return &S->plan->bands[u % S->plan->nbands];
 }
 
-static void unit_free(unit_state *us, const fuse_band *band) {
+static void strip_release(const fuse_stage_fns *fns, fuse_strip *strip) {
+    if (!strip->data) return;
+    if (fns->free_strip) fns->free_strip(fns->user, strip);
+    else free(strip->data);
+    strip->data = NULL;
+}
+
+static void unit_free(const fuse_stage_fns *fns, unit_state *us, const fuse_band *band) {
     if (!us) return;
     if (us->strips)
-        for (int s = 0; s < band->nslots; s++) free(us->strips[s].data);
+        for (int s = 0; s < band->nslots; s++) strip_release(fns, &us->strips[s]);
     free(us->strips);
     free(us->refs);
     free(us->pending);
@@ -68,7 +75,7 @@ static ts_status unit_enter(sched *S, int64_t u) {
     us->pending = calloc((size_t)S->nbx, sizeof *us->pending);
     us->state = calloc((size_t)S->nbx, 1);
     if (!us->strips || !us->refs || !us->pending || !us->state) {
-        unit_free(us, band);
+        unit_free(S->fns, us, band);
         return ts_fail(&S->error, TS_ERR_NOMEM, "pipeline unit");
     }
     for (int s = 0; s < band->nslots; s++)
@@ -93,17 +100,6 @@ static ts_status cursor_settle(sched *S) {
         S->cur_s = 0;
     }
     return TS_OK;
-}
-
-/* Global index of the earliest block still waiting for strips, or INT64_MAX. */
-static int64_t earliest_pending(const sched *S) {
-    for (int64_t u = S->u_min; u < S->nunits && u <= S->cur_u; u++) {
-        const unit_state *us = S->units[u];
-        if (!us) continue;
-        for (int64_t bx = 0; bx < S->nbx; bx++)
-            if (us->state[bx] == BLOCK_PENDING) return u * S->nbx + bx;
-    }
-    return INT64_MAX;
 }
 
 static bool find_ready(const sched *S, int64_t *u_out, int64_t *bx_out) {
@@ -132,14 +128,17 @@ static bool can_load(const sched *S, size_t *estimate) {
     if (S->cur_u >= S->nunits) return false;
     const fuse_slot *slot = &unit_band(S, S->cur_u)->slots[S->cur_s];
     int64_t g = S->cur_u * S->nbx + slot->bx0;
-    /* What the earliest waiting block needs is always loaded: no stall. */
-    if (g <= earliest_pending(S)) {
+    /* What the earliest unfinished block waits for is always loaded, so the
+     * pipeline cannot stall; anything else waits for budget and window. */
+    int64_t first = earliest_unfinished(S);
+    if (g <= first) {
         *estimate = S->fns->strip_estimate(S->fns->user, S->cur_u, slot);
         return true;
     }
-    /* Otherwise read ahead by about one band (the next band's strips load
-     * while this one blends), within the byte budget. */
-    if (g > earliest_unfinished(S) + S->nbx + S->lookahead) return false;
+    /* Otherwise read ahead a few blocks (at a band's end, into the next
+     * band), within the byte budget. The window is counted in blocks, not
+     * bands, so what is held does not grow with the canvas width. */
+    if (g > first + S->lookahead) return false;
     *estimate = S->fns->strip_estimate(S->fns->user, S->cur_u, slot);
     return S->held + *estimate <= S->budget;
 }
@@ -175,7 +174,7 @@ static void do_load(sched *S, size_t estimate) {
     S->loads_in_flight--;
     S->held = S->held - estimate + strip.bytes;
     if (S->held > S->peak) S->peak = S->held;
-    if (st != TS_OK) { free(strip.data); fail_locked(S, &e); return; }
+    if (st != TS_OK) { strip_release(S->fns, &strip); fail_locked(S, &e); return; }
     S->strips_loaded++;
     unit_state *us = S->units[u];
     us->strips[s] = strip;
@@ -205,13 +204,12 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
         int s = band->block_slots[a + k];
         if (--us->refs[s] == 0) {
             S->held -= us->strips[s].bytes;
-            free(us->strips[s].data);
-            us->strips[s].data = NULL;
+            strip_release(S->fns, &us->strips[s]);
         }
     }
     S->done++;
     if (++us->blocks_done == S->nbx) {
-        unit_free(us, band);
+        unit_free(S->fns, us, band);
         S->units[u] = NULL;
     }
     while (S->u_min < S->nunits && S->u_min < S->cur_u && !S->units[S->u_min]) S->u_min++;
@@ -263,12 +261,12 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_st
     if (st == TS_OK) {
         if (progress) progress(progress_user, stage, 0, S.total);
         int n = ts_pool_size(pool);
-        S.lookahead = 2 * (int64_t)n;
+        S.lookahead = (int64_t)n + 2;
         ts_pool_for(pool, n, worker_main, &S);
         if (S.failed) st = S.error.code != TS_OK ? S.error.code : TS_ERR_INTERNAL;
     }
     if (st != TS_OK && err) *err = S.error;
-    for (int64_t u = 0; u < nunits; u++) unit_free(S.units[u], unit_band(&S, u));
+    for (int64_t u = 0; u < nunits; u++) unit_free(fns, S.units[u], unit_band(&S, u));
     free(S.units);
     pthread_mutex_destroy(&S.mu);
     pthread_cond_destroy(&S.cv);

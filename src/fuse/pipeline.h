@@ -7,10 +7,11 @@
  * tile that fall in the band, all channels) are loaded in plan order, i.e.
  * by first block, so the blocks of a band become ready from left to right;
  * a block is blended, encoded and written as soon as its strips are in, and
- * a strip is freed when the last block using it is done. Loading runs ahead
- * (into the next band and beyond) while earlier blocks blend, as far as the
- * byte budget allows. So each tile is read once per band, peak memory is
- * set by the budget and block size (not by the canvas), and reads, blending,
+ * a strip is freed when the last block using it is done. Loading runs a
+ * few blocks ahead of the earliest unfinished block (across a band's end,
+ * into the next band) while earlier blocks blend, within the byte budget.
+ * So each tile is read once per band, peak memory is set by the budget and
+ * block size (not by the canvas, not even its width), and reads, blending,
  * encoding and writes overlap across threads. The result of a block depends
  * only on its strips, blended in tile order: identical bytes whatever the
  * thread count or timing.
@@ -36,7 +37,7 @@ typedef struct fuse_strip {
 typedef struct fuse_stage_fns {
     /* Estimated bytes of a strip before loading (for the budget). */
     size_t (*strip_estimate)(void *user, int64_t unit, const fuse_slot *slot);
-    /* Loads one strip (fills *strip, data malloc'd). */
+    /* Loads one strip (fills *strip; data from malloc unless free_strip). */
     ts_status (*load)(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
                       ts_error *err);
     /* Blends, encodes and writes block bx of unit `unit`. strips[k] is the
@@ -44,6 +45,8 @@ typedef struct fuse_stage_fns {
     ts_status (*process)(void *user, int worker, int64_t unit, int64_t bx,
                          const fuse_strip *const *strips, int nstrips, ts_error *err);
     void *user;
+    /* Releases strip->data; NULL = free(). */
+    void (*free_strip)(void *user, fuse_strip *strip);
 } fuse_stage_fns;
 
 typedef struct fuse_pipeline_stats {
@@ -53,8 +56,8 @@ typedef struct fuse_pipeline_stats {
 } fuse_pipeline_stats;
 
 /* Runs units [0, nunits) of plan on pool's threads. budget bounds the bytes
- * of strips held (except that the strips the earliest waiting block needs
- * are always loaded, so the pipeline cannot stall). */
+ * of strips held (except that the strips the earliest unfinished block
+ * needs are always loaded, so the pipeline cannot stall). */
 ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
                             ts_pool *pool, size_t budget, ts_progress_fn progress,
                             void *progress_user, const char *stage, fuse_pipeline_stats *stats,

@@ -78,6 +78,13 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
             if (cost <= s->memory) break;
             S--;
         }
+        /* Small canvases: rather more, smaller shards than idle threads. */
+        while (S > 1) {
+            int64_t nb = ((s->canvas_h + S * chunk - 1) / (S * chunk)) *
+                         ((s->canvas_w + S * chunk - 1) / (S * chunk));
+            if (nb >= 2 * (int64_t)threads) break;
+            S--;
+        }
         S = (S + s_step - 1) / s_step * s_step;
     }
     L->canvas_h = s->canvas_h;

@@ -61,8 +61,10 @@ size_t fuse_block_bytes(const fuse_sizing *s, int64_t block);
 size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block);
 
 /* Fills the layout: block = S * chunk with S = shard if given, else the
- * largest S <= 64 (4096 chunks per shard) that the canvas needs and that
- * fits the memory bound, and a multiple of 2^levels. */
+ * largest S <= 64 (4096 chunks per shard) that the canvas needs, that fits
+ * the memory bound and that leaves at least two blocks per thread when the
+ * canvas has room for them; rounded up to make the block divisible by
+ * 2^levels. */
 ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err);
 
 /* Asserts that the band [y0, y1) starts on a block (shard) boundary and

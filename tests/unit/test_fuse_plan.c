@@ -48,9 +48,12 @@ static void test_band_alignment_asserts(void **state) {
 
 static void test_block_sizing(void **state) {
     (void)state;
-    /* small canvas: never more chunks than it needs */
+    /* small canvas: never more chunks than it needs, and enough blocks to
+     * keep the threads busy */
     fuse_layout L = layout(300, 1000, 512, 0);
-    assert_int_equal(L.block, 1024);
+    assert_int_equal(L.block, 512);
+    L = layout(3000, 3000, 512, 0); /* 6 chunks a side would be one block */
+    assert_true(L.block <= 6 * 512 && L.nbands * L.nbx >= 4);
     /* large canvas, ample memory: 64 x 64 chunks (4096 per shard) */
     fuse_sizing s = {.canvas_h = 200000, .canvas_w = 200000, .C = 1, .tile_h = 2048, .tile_w = 2048,
                      .out_elem = 2, .chunk = 512, .threads = 1, .memory = (size_t)64 << 30};
@@ -186,7 +189,7 @@ static void run_fake(int threads, size_t budget) {
     pthread_mutex_init(&F.mu, NULL);
     F.loads = calloc((size_t)(nunits * 9), sizeof(int));
     F.blocks = calloc((size_t)(nunits * L.nbx), sizeof(int));
-    fuse_stage_fns fns = {fake_estimate, fake_load, fake_process, &F};
+    fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = fake_process, .user = &F};
     ts_pool *pool = ts_pool_create(threads);
     fuse_pipeline_stats st;
     assert_int_equal(fuse_pipeline_run(p, nunits, &fns, pool, budget, NULL, NULL, "t", &st, &err), TS_OK);
@@ -235,7 +238,7 @@ static void test_pipeline_reports_first_error(void **state) {
     fake F = {.plan = p, .maxslots = 9};
     pthread_mutex_init(&F.mu, NULL);
     F.loads = calloc((size_t)(p->nbands * 9), sizeof(int));
-    fuse_stage_fns fns = {fake_estimate, fake_load, failing_process, &F};
+    fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = failing_process, .user = &F};
     ts_pool *pool = ts_pool_create(2);
     assert_int_equal(fuse_pipeline_run(p, p->nbands, &fns, pool, 1 << 20, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
     assert_string_equal(err.message, "disk full at block 1");
