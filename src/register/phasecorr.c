@@ -21,7 +21,7 @@ static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
 struct ts_registrar {
     int h, w, wc; /* wc = w / 2 + 1 complex columns */
     ts_register_options opt;
-    float *fa, *fb, *tmp;  /* pre-filtered strips and scratch, h * w */
+    float *fa, *fb, *tmp;  /* pre-filtered strips (h * w) and scratch (2 * h * w) */
     float *ha, *hb;        /* the same without their smooth background: what is
                               correlated (the refinement fits fa/fb with a gain) */
     float *gy, *gx;        /* gradient of fa, for the sub-pixel refinement */
@@ -90,7 +90,7 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->fb = malloc(n * sizeof(float));
     r->ha = malloc(n * sizeof(float));
     r->hb = malloc(n * sizeof(float));
-    r->tmp = malloc(n * sizeof(float));
+    r->tmp = malloc(2 * n * sizeof(float)); /* background subtraction needs two planes */
     r->gy = malloc(n * sizeof(float));
     r->gx = malloc(n * sizeof(float));
     r->win_y = malloc((size_t)h * sizeof(float));
@@ -340,6 +340,11 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
             r->gx[(size_t)y * (size_t)w + (size_t)x] = (rr - l == 2 ? 0.5f : 1.0f) * (row[rr] - row[l]);
         }
     }
+    /* Intensities enter centred on strip a's mean, which keeps the gain and
+     * offset columns of the normal equations apart (well conditioned). */
+    double centre = 0;
+    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) centre += a[i];
+    centre /= (double)h * (double)w;
     double y0 = *dy, x0 = *dx, ty = *dy, tx = *dx, gain = 1, offset = 0;
     for (int it = 0; it < 10; it++) {
         int iy = (int)floor(ty), ix = (int)floor(tx);
@@ -353,23 +358,28 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
         for (int y = ylo; y < yhi; y++) {
             size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
             const float *pb = b + (size_t)y * (size_t)w;
-            double row_m[4][4] = {{0}}, row_v[4] = {0};
+            /* Per-row float sums of the normal equations' 10 distinct
+             * entries (J = [gain*ay, gain*ax, a, 1]), unrolled so the loop
+             * vectorises; rows are added up in double. */
+            float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
+            float v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+            const float g = (float)gain, off = (float)offset, ca = (float)centre;
             for (int x = xlo; x < xhi; x++) {
                 size_t c0 = (size_t)(x + ix);
-                float av = w00 * a[r0 + c0] + w01 * a[r0 + c0 + 1] + w10 * a[r1 + c0] + w11 * a[r1 + c0 + 1];
+                float av = w00 * a[r0 + c0] + w01 * a[r0 + c0 + 1] + w10 * a[r1 + c0] + w11 * a[r1 + c0 + 1] - ca;
                 float ay = w00 * r->gy[r0 + c0] + w01 * r->gy[r0 + c0 + 1] + w10 * r->gy[r1 + c0] + w11 * r->gy[r1 + c0 + 1];
                 float ax = w00 * r->gx[r0 + c0] + w01 * r->gx[r0 + c0 + 1] + w10 * r->gx[r1 + c0] + w11 * r->gx[r1 + c0 + 1];
-                double j[4] = {gain * ay, gain * ax, av, 1.0};
-                double e = pb[x] - (gain * av + offset);
-                for (int p = 0; p < 4; p++) {
-                    row_v[p] += j[p] * e;
-                    for (int q = p; q < 4; q++) row_m[p][q] += j[p] * j[q];
-                }
+                float j0 = g * ay, j1 = g * ax;
+                float e = pb[x] - (g * av + off);
+                m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
+                m11 += j1 * j1; m12 += j1 * av; m13 += j1;
+                m22 += av * av; m23 += av;
+                v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e;
             }
-            for (int p = 0; p < 4; p++) {
-                v[p] += row_v[p];
-                for (int q = p; q < 4; q++) m[p][q] += row_m[p][q];
-            }
+            m[0][0] += m00, m[0][1] += m01, m[0][2] += m02, m[0][3] += m03;
+            m[1][1] += m11, m[1][2] += m12, m[1][3] += m13;
+            m[2][2] += m22, m[2][3] += m23, m[3][3] += (double)(xhi - xlo);
+            v[0] += v0, v[1] += v1, v[2] += v2, v[3] += v3;
         }
         for (int p = 0; p < 4; p++)
             for (int q = 0; q < p; q++) m[p][q] = m[q][p];

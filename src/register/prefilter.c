@@ -68,42 +68,57 @@ void ts_sobel_magnitude(const float *src, float *dst, int h, int w) {
     }
 }
 
-/* Running-sum box filter of half-width r along one line (mirrored ends). */
-static void box_line(const float *src, size_t stride, int n, int r, float *out) {
-    double sum = 0;
-    for (int k = -r; k <= r; k++) sum += src[(size_t)mirror(k, n) * stride];
+static inline int mirror_fast(int i, int n) { return i >= 0 && i < n ? i : mirror(i, n); }
+
+/* Running-sum box filter of half-width r along each row, src to dst. */
+static void box_rows(const float *src, float *dst, int h, int w, int r) {
     float norm = 1.0f / (float)(2 * r + 1);
-    for (int i = 0; i < n; i++) {
-        out[i] = (float)sum * norm;
-        sum += src[(size_t)mirror(i + r + 1, n) * stride] - src[(size_t)mirror(i - r, n) * stride];
+    for (int y = 0; y < h; y++) {
+        const float *s = src + (size_t)y * (size_t)w;
+        float *d = dst + (size_t)y * (size_t)w;
+        double sum = 0;
+        for (int k = -r; k <= r; k++) sum += s[mirror_fast(k, w)];
+        for (int x = 0; x < w; x++) {
+            d[x] = (float)sum * norm;
+            sum += s[mirror_fast(x + r + 1, w)] - s[mirror_fast(x - r, w)];
+        }
     }
 }
 
-/* Box blur of half-width r, applied twice (a triangle kernel): shift
- * invariant, so both strips of a pair lose the same background. */
-static bool box_blur2(const float *src, float *dst, int h, int w, int r) {
-    float *line = malloc((size_t)(h > w ? h : w) * sizeof *line);
-    if (!line) return false;
-    memcpy(dst, src, (size_t)h * (size_t)w * sizeof *dst);
-    for (int pass = 0; pass < 2; pass++) {
-        for (int y = 0; y < h; y++) {
-            float *row = dst + (size_t)y * (size_t)w;
-            box_line(row, 1, w, r, line);
-            memcpy(row, line, (size_t)w * sizeof *line);
-        }
+/* The same down the columns, a whole row of running sums at a time (cache
+ * friendly). sum: w doubles. */
+static void box_cols(const float *src, float *dst, int h, int w, int r, double *sum) {
+    float norm = 1.0f / (float)(2 * r + 1);
+    for (int x = 0; x < w; x++) sum[x] = 0;
+    for (int k = -r; k <= r; k++) {
+        const float *s = src + (size_t)mirror_fast(k, h) * (size_t)w;
+        for (int x = 0; x < w; x++) sum[x] += s[x];
+    }
+    for (int y = 0; y < h; y++) {
+        float *d = dst + (size_t)y * (size_t)w;
+        const float *add = src + (size_t)mirror_fast(y + r + 1, h) * (size_t)w;
+        const float *sub = src + (size_t)mirror_fast(y - r, h) * (size_t)w;
         for (int x = 0; x < w; x++) {
-            box_line(dst + x, (size_t)w, h, r, line);
-            for (int y = 0; y < h; y++) dst[(size_t)y * (size_t)w + (size_t)x] = line[y];
+            d[x] = (float)sum[x] * norm;
+            sum[x] += (double)add[x] - (double)sub[x];
         }
     }
-    free(line);
-    return true;
 }
 
 void ts_subtract_background(float *img, int h, int w, int size, float *tmp) {
     int r = size / 2;
-    if (r < 1 || !box_blur2(img, tmp, h, w, r)) return;
-    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) img[i] -= tmp[i];
+    if (r < 1) return;
+    double *sum = malloc((size_t)w * sizeof *sum);
+    if (!sum) return;
+    float *t1 = tmp, *t2 = tmp + (size_t)h * (size_t)w;
+    /* A box blur applied twice (a triangle kernel): shift invariant, so both
+     * strips of a pair lose the same background. */
+    box_rows(img, t1, h, w, r);
+    box_cols(t1, t2, h, w, r, sum);
+    box_rows(t2, t1, h, w, r);
+    box_cols(t1, t2, h, w, r, sum);
+    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) img[i] -= t2[i];
+    free(sum);
 }
 
 /* CLAHE (Zuiderveld): the image is split into contextual regions; each gets
