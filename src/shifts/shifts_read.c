@@ -175,6 +175,26 @@ static ts_status read_vec2(reader *r, const char *ctx, double out[2]) {
     return next(r);
 }
 
+/* A tile translation: [y, x], or [z, y, x] as biahub's StitchSettings
+ * writes it (a leading z, which a 2-D mosaic can only take when it is 0). */
+static ts_status read_yx(reader *r, const char *ctx, double out[2]) {
+    if (!is(r, YAML_SEQUENCE_START_EVENT)) return fail_at(r, "%s: expected a list [y, x]", lazy_ctx(r, ctx));
+    ts_status st = next(r);
+    double v[3] = {0, 0, 0};
+    int k = 0;
+    while (!st && !is(r, YAML_SEQUENCE_END_EVENT)) {
+        if (k == 3) return fail_at(r, "%s: expected [y, x] or [z, y, x], got more numbers", lazy_ctx(r, ctx));
+        st = read_number(r, ctx, &v[k++]);
+    }
+    if (st) return st;
+    if (k < 2) return fail_at(r, "%s: expected [y, x] or [z, y, x], got %d number%s", lazy_ctx(r, ctx), k, k == 1 ? "" : "s");
+    if (k == 3 && v[0] != 0)
+        return fail_at(r, "%s: z translation %g is not 0 (a 2-D mosaic cannot place it)", lazy_ctx(r, ctx), v[0]);
+    out[0] = v[k - 2];
+    out[1] = v[k - 1];
+    return next(r);
+}
+
 static pending *pend_for(reader *r, int w) {
     if (w >= r->pend_cap) {
         int ncap = r->pend_cap ? r->pend_cap * 2 : 8;
@@ -246,7 +266,7 @@ static ts_status read_tile_vectors(reader *r, const char *section, bool origins)
         int w, t;
         if ((st = tile_key(r, key, -1, section, &w, &t)) || (st = next(r))) return st;
         double v[2];
-        if ((st = read_vec2(r, NULL, v))) return st;
+        if ((st = read_yx(r, NULL, v))) return st;
         const char *ctx = key;
         ts_well_shifts *ws = &r->s->wells[w];
         if (origins) {

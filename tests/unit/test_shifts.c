@@ -149,7 +149,14 @@ static void test_old_tool_file(void **state) {
                "  - 12\n"
                "  'A/1/001000': [3.0, 1890.0]\n"
                "  \"A/1/000001\": [1901, 0]\n"
-               "  B/2/000000: [0, 0]\n");
+               "  B/2/000000: [0, 0]\n"
+               /* biahub's StitchSettings: [z, y, x] with z = 0, floats, block lists */
+               "  B/2/001000:\n"
+               "  - 0.0\n"
+               "  - 4.6\n"
+               "  - 1843.4\n"
+               "channels: null\n"
+               "affine_transform: null\n");
     ts_shifts *s = NULL;
     ts_error err;
     if (ts_shifts_read(path, &s, &err) != TS_OK) fail_msg("%s", err.message);
@@ -175,7 +182,11 @@ static void test_old_tool_file(void **state) {
     assert_int_equal(w->edges[1].yb, 1);
     assert_null(w->position);
     assert_false(s->has_tile_shape);
-    assert_int_equal(ts_shifts_find_tile(s, ts_shifts_find_well(s, "B/2"), "000000"), 0);
+    int b2 = ts_shifts_find_well(s, "B/2");
+    assert_int_equal(ts_shifts_find_tile(s, b2, "000000"), 0);
+    t = ts_shifts_find_tile(s, b2, "001000");
+    assert_int_equal(s->wells[b2].origin[t][0], 5);
+    assert_int_equal(s->wells[b2].origin[t][1], 1843);
     /* And it is written back with both keys the old readers need. */
     char out[512];
     tmp_path(out, sizeof out, "old_rewritten.yaml");
@@ -251,6 +262,8 @@ static void test_errors(void **state) {
     expect_error("nan2.yaml", "total_translation:\n  A/1/001000: [nan, 5]\n", TS_ERR_FORMAT, "A/1/001000", "NaN");
     expect_error("text.yaml", "total_translation:\n  A/1/000000: [0, zero]\n", TS_ERR_FORMAT, "A/1/000000", "zero");
     expect_error("short.yaml", "total_translation:\n  A/1/000000: [0]\n", TS_ERR_FORMAT, "A/1/000000", ":2:");
+    expect_error("long.yaml", "total_translation:\n  A/1/000000: [0, 1, 2, 3]\n", TS_ERR_FORMAT, "A/1/000000", NULL);
+    expect_error("zshift.yaml", "total_translation:\n  A/1/000000: [2.0, 1, 2]\n", TS_ERR_FORMAT, "A/1/000000", "z");
     expect_error("nokey.yaml", "confidence: {}\n", TS_ERR_FORMAT, "total_translation", NULL);
     expect_error("empty.yaml", "", TS_ERR_FORMAT, "empty", NULL);
     expect_error("list.yaml", "- 1\n- 2\n", TS_ERR_FORMAT, "total_translation", NULL);
