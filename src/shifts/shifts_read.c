@@ -265,7 +265,7 @@ static ts_status read_tile_vectors(reader *r, const char *section, bool origins)
         r->c_key = key;
         int w, t;
         if ((st = tile_key(r, key, -1, section, &w, &t)) || (st = next(r))) return st;
-        double v[2];
+        double v[2] = {0, 0};
         if ((st = read_yx(r, NULL, v))) return st;
         const char *ctx = key;
         ts_well_shifts *ws = &r->s->wells[w];
