@@ -34,6 +34,7 @@ typedef struct edge {
     int gx, gy;     /* grid cell of tile a */
     ts_pair_dir dir;
     int band;       /* scheduling band: gx / band width */
+    int64_t canon;  /* index in the canonical (well, row, column, direction) order */
     ts_register_result res;
 } edge;
 
@@ -235,6 +236,11 @@ static int cmp_edge(const void *pa, const void *pb) {
     return (int)a->dir - (int)b->dir;
 }
 
+static int cmp_canon(const void *pa, const void *pb) {
+    const edge *a = pa, *b = pb;
+    return a->canon < b->canon ? -1 : a->canon > b->canon;
+}
+
 /* Builds every well's tiles (into the shifts) and edges. */
 static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
     int64_t cap = 0;
@@ -273,8 +279,8 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
             const cell *t = &cells[i];
             int right = find_cell(cells, wi->npositions, t->gx + 1, t->gy);
             int below = find_cell(cells, wi->npositions, t->gx, t->gy + 1);
-            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, {0, 0, 0, 0, 0, 0, false, false}};
-            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, {0, 0, 0, 0, 0, 0, false, false}};
+            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, 0, {0, 0, 0, 0, 0, 0, false, false}};
+            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, 0, {0, 0, 0, 0, 0, 0, false, false}};
         }
         free(cells);
     }
@@ -377,7 +383,10 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
     int64_t band = (fit - 2 * nthreads) / 2;
     int band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
-    for (int64_t i = 0; i < c.nedges; i++) c.edges[i].band = c.edges[i].gx / band_width;
+    for (int64_t i = 0; i < c.nedges; i++) {
+        c.edges[i].band = c.edges[i].gx / band_width;
+        c.edges[i].canon = i;
+    }
     qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_edge);
 
     c.cache = ts_tile_cache_create(c.ntiles, uses, opt->cache_bytes, load_tile, &c);
@@ -390,6 +399,10 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
         st = err->code ? err->code : TS_ERR_INTERNAL;
         goto done;
     }
+
+    /* The file lists pairs in the canonical order, whatever the schedule
+     * (which depends on the thread count and cache size). */
+    qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_canon);
 
     /* Pairs without a match (a blank or featureless tile) are not
      * measurements: left out of the solve and of the file, so such a tile,
