@@ -53,16 +53,44 @@ static void unit_coords(const fuse_well *W, int64_t u, int64_t *t, int64_t *z, i
  * therefore get their own mapping, returned to the system when freed. */
 #define STRIP_MMAP_MIN ((size_t)64 << 10)
 
-static float *strip_alloc(size_t bytes) {
+static float *strip_alloc(fuse_well *W, size_t bytes) {
     if (bytes < STRIP_MMAP_MIN) return malloc(bytes ? bytes : 1);
+    pthread_mutex_lock(&W->recycle_mu);
+    for (int i = 0; i < W->nrecycled; i++)
+        if (W->recycled_size[i] == bytes) {
+            void *p = W->recycled[i];
+            W->recycled[i] = W->recycled[W->nrecycled - 1];
+            W->recycled_size[i] = W->recycled_size[--W->nrecycled];
+            W->recycled_bytes -= bytes;
+            pthread_mutex_unlock(&W->recycle_mu);
+            return p;
+        }
+    pthread_mutex_unlock(&W->recycle_mu);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 static void strip_free(void *user, fuse_strip *strip) {
-    (void)user;
-    if (strip->bytes < STRIP_MMAP_MIN) free(strip->data);
-    else munmap(strip->data, strip->bytes);
+    fuse_well *W = user;
+    if (strip->bytes < STRIP_MMAP_MIN) {
+        free(strip->data);
+        return;
+    }
+    pthread_mutex_lock(&W->recycle_mu);
+    if (W->nrecycled < FUSE_RECYCLE_MAX && W->recycled_bytes + strip->bytes <= W->recycle_cap) {
+        W->recycled[W->nrecycled] = strip->data;
+        W->recycled_size[W->nrecycled++] = strip->bytes;
+        W->recycled_bytes += strip->bytes;
+        strip->data = NULL;
+    }
+    pthread_mutex_unlock(&W->recycle_mu);
+    if (strip->data) munmap(strip->data, strip->bytes);
+}
+
+void fuse_recycle_drain(fuse_well *W) {
+    for (int i = 0; i < W->nrecycled; i++) munmap(W->recycled[i], W->recycled_size[i]);
+    W->nrecycled = 0;
+    W->recycled_bytes = 0;
 }
 
 static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
@@ -117,7 +145,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     void *raw = malloc((size_t)(nc * rh * rw) * esize);
     int64_t rows = slot->r1 - slot->r0;
     strip->bytes = (size_t)(nc * rows * t->w) * sizeof(float);
-    strip->data = strip_alloc(strip->bytes);
+    strip->data = strip_alloc(W, strip->bytes);
     if (!raw || !strip->data) {
         free(raw);
         return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
@@ -151,6 +179,14 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
             int64_t base = (sy0 - ry0) * rw + (sx0 - rx0);
             int64_t step = n > 1 ? (sy1 - sy0) * rw + (sx1 - sx0) : 0;
             float *dst = strip->data + (c * rows + (i - slot->r0)) * n;
+            if (step == 1 && t->dtype == TS_UINT16) {
+                W->K->row_from_u16(dst, (const uint16_t *)raw + plane + base, n);
+                continue;
+            }
+            if (step == 1 && t->dtype == TS_UINT8) {
+                W->K->row_from_u8(dst, (const uint8_t *)raw + plane + base, n);
+                continue;
+            }
             switch (t->dtype) {
             case TS_UINT8: CONVERT_ROW(uint8_t); break;
             case TS_INT8: CONVERT_ROW(int8_t); break;
@@ -184,32 +220,41 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
     const int64_t y0 = band->y0, y1 = band->y1;
     const int64_t x0 = bx * B, x1 = x0 + B < L->canvas_w ? x0 + B : L->canvas_w;
     const int *slot_of = band->block_slots + band->block_start[bx];
+    /* Rows are blended in groups small enough for num/den to stay in cache
+     * (a whole 2560 x 2560 block of them would be 52 MB of memory traffic
+     * per pass); padding rows below the canvas normalise to 0. */
+    const int64_t R = fuse_row_group(B);
     for (int64_t c = 0; c < L->C; c++) {
-        memset(sc->num, 0, (size_t)(B * B) * sizeof(float));
-        memset(sc->den, 0, (size_t)(B * B) * sizeof(float));
-        for (int k = 0; k < nstrips; k++) {
-            const fuse_strip *s = strips[k];
-            if (c >= s->nc) continue;
-            const fuse_tile *t = &W->tiles[band->slots[slot_of[k]].tile];
-            int64_t ya = y0 > t->oy + s->r0 ? y0 : t->oy + s->r0;
-            int64_t yb = y1 < t->oy + s->r1 ? y1 : t->oy + s->r1;
-            int64_t xa = x0 > t->ox ? x0 : t->ox;
-            int64_t xb = x1 < t->ox + t->w ? x1 : t->ox + t->w;
-            if (ya >= yb || xa >= xb) continue;
-            const float *wimg = W->weights[t->shape_id];
-            int64_t rows = s->r1 - s->r0;
-            for (int64_t y = ya; y < yb; y++) {
-                int64_t ty = y - t->oy;
-                int64_t off = (y - y0) * B + (xa - x0);
-                W->K->accumulate(sc->num + off, sc->den + off,
-                                 s->data + (c * rows + (ty - s->r0)) * t->w + (xa - t->ox),
-                                 wimg + ty * t->w + (xa - t->ox), xb - xa);
+        for (int64_t g0 = y0; g0 < y0 + B; g0 += R) {
+            const int64_t g1 = g0 + R < y0 + B ? g0 + R : y0 + B;
+            memset(sc->num, 0, (size_t)((g1 - g0) * B) * sizeof(float));
+            memset(sc->den, 0, (size_t)((g1 - g0) * B) * sizeof(float));
+            for (int k = 0; g0 < y1 && k < nstrips; k++) {
+                const fuse_strip *s = strips[k];
+                if (c >= s->nc) continue;
+                const fuse_tile *t = &W->tiles[band->slots[slot_of[k]].tile];
+                int64_t ya = g0 > t->oy + s->r0 ? g0 : t->oy + s->r0;
+                int64_t yb = g1 < t->oy + s->r1 ? g1 : t->oy + s->r1;
+                if (yb > y1) yb = y1;
+                int64_t xa = x0 > t->ox ? x0 : t->ox;
+                int64_t xb = x1 < t->ox + t->w ? x1 : t->ox + t->w;
+                if (ya >= yb || xa >= xb) continue;
+                const float *wimg = W->weights[t->shape_id];
+                int64_t rows = s->r1 - s->r0;
+                for (int64_t y = ya; y < yb; y++) {
+                    int64_t ty = y - t->oy;
+                    int64_t off = (y - g0) * B + (xa - x0);
+                    W->K->accumulate(sc->num + off, sc->den + off,
+                                     s->data + (c * rows + (ty - s->r0)) * t->w + (xa - t->ox),
+                                     wimg + ty * t->w + (xa - t->ox), xb - xa);
+                }
             }
+            int64_t out_off = c * B * B + (g0 - y0) * B, n = (g1 - g0) * B;
+            if (W->out_dtype == TS_FLOAT32)
+                W->K->normalise_f32((float *)sc->level[0] + out_off, sc->num, sc->den, n);
+            else
+                W->K->normalise_u16((uint16_t *)sc->level[0] + out_off, sc->num, sc->den, n);
         }
-        if (W->out_dtype == TS_FLOAT32)
-            W->K->normalise_f32((float *)sc->level[0] + c * B * B, sc->num, sc->den, B * B);
-        else
-            W->K->normalise_u16((uint16_t *)sc->level[0] + c * B * B, sc->num, sc->den, B * B);
     }
     return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
 }

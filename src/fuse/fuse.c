@@ -97,8 +97,8 @@ static ts_status scratch_alloc(fuse_well *W, ts_error *err) {
     const int64_t B = W->L.block;
     for (int i = 0; i < W->nworkers; i++) {
         fuse_scratch *s = &W->scratch[i];
-        s->num = malloc((size_t)(B * B) * sizeof(float));
-        s->den = malloc((size_t)(B * B) * sizeof(float));
+        s->num = malloc((size_t)(fuse_row_group(B) * B) * sizeof(float));
+        s->den = malloc((size_t)(fuse_row_group(B) * B) * sizeof(float));
         s->chunk = malloc((size_t)(W->L.chunk * W->L.chunk) * W->out_elem);
         if (!s->num || !s->den || !s->chunk) goto nomem;
         for (int k = 0; k <= W->L.levels; k++) {
@@ -127,6 +127,7 @@ static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate
     W.out_dtype = opt->dtype;
     W.out_elem = ts_dtype_size(opt->dtype);
     W.nworkers = ts_pool_size(pool);
+    pthread_mutex_init(&W.recycle_mu, NULL);
     char image_path[4200];
     snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
 
@@ -180,6 +181,7 @@ static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate
     /* What the worker buffers leave of --memory bounds the tile strips held
      * (at least a quarter of it: the block size was chosen to fit). */
     size_t budget = opt->memory > fixed + opt->memory / 4 ? opt->memory - fixed : opt->memory / 4;
+    W.recycle_cap = budget / 4;
     fuse_stage_fns fns;
     fuse_stage_fns_init(&W, &fns);
     char stage[64];
@@ -215,6 +217,8 @@ static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate
         if (stats.peak_strip_bytes > res->peak_strip_bytes) res->peak_strip_bytes = stats.peak_strip_bytes;
     }
 done:
+    fuse_recycle_drain(&W);
+    pthread_mutex_destroy(&W.recycle_mu);
     scratch_free(&W);
     fuse_plan_free(W.plan);
     fuse_output_close(&W);

@@ -2,6 +2,8 @@
 #ifndef TS_FUSE_INTERNAL_H
 #define TS_FUSE_INTERNAL_H
 
+#include <pthread.h>
+
 #include "common/error.h"
 #include "common/pool.h"
 #include "fuse/kernels.h"
@@ -11,6 +13,7 @@
 #include "zarr/zarr.h"
 
 #define FUSE_MAX_LEVELS 17
+#define FUSE_RECYCLE_MAX 64
 
 /* Per-worker scratch, allocated once per well. */
 typedef struct fuse_scratch {
@@ -44,6 +47,13 @@ typedef struct fuse_well {
     int64_t chunk_k[FUSE_MAX_LEVELS]; /* chunk side per level */
     fuse_scratch *scratch;       /* per worker */
     int nworkers;
+    /* Recycled strip mappings (strips come in a few sizes): saves the page
+     * faults of a fresh mapping per strip. Bounded by recycle_cap bytes. */
+    pthread_mutex_t recycle_mu;
+    int nrecycled;
+    void *recycled[FUSE_RECYCLE_MAX];
+    size_t recycled_size[FUSE_RECYCLE_MAX];
+    size_t recycled_bytes, recycle_cap;
 } fuse_well;
 
 /* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z). */
@@ -51,6 +61,8 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
 
 /* blend.c: pipeline stages. */
 void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);
+/* Unmaps the recycled strip buffers (after the pipeline). */
+void fuse_recycle_drain(fuse_well *W);
 ts_status fuse_weights_init(fuse_well *W, ts_error *err);
 void fuse_weights_free(fuse_well *W);
 

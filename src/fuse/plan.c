@@ -29,12 +29,18 @@ ts_status fuse_canvas(const fuse_tile *tiles, int ntiles, int64_t *h, int64_t *w
     return TS_OK;
 }
 
+int64_t fuse_row_group(int64_t block) {
+    int64_t r = ((int64_t)256 << 10) / (8 * (block > 0 ? block : 1));
+    if (r < 1) r = 1;
+    return r < block ? r : block;
+}
+
 size_t fuse_block_bytes(const fuse_sizing *s, int64_t block) {
     size_t px = (size_t)block * (size_t)block;
     /* level-0 output + pyramid levels (<= 1/3 more) + the encoded copy the
-     * zarr layer makes + one plane of num/den float32. */
+     * zarr layer makes + num/den for one row group. */
     size_t out = px * (size_t)s->C * s->out_elem;
-    return out + out / 3 + out + px * 8;
+    return out + out / 3 + out + (size_t)(fuse_row_group(block) * block) * 8;
 }
 
 size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block) {

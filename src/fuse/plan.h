@@ -55,6 +55,10 @@ typedef struct fuse_sizing {
     size_t memory;            /* working-memory bound, bytes */
 } fuse_sizing;
 
+/* Rows of a block blended at a time: num/den of R x block float32 pairs
+ * sized to stay in cache (about 256 KiB). */
+int64_t fuse_row_group(int64_t block);
+
 /* Working memory of one worker for a block of side `block` px, and the
  * tile strips a block needs, as the pipeline allocates them. */
 size_t fuse_block_bytes(const fuse_sizing *s, int64_t block);
