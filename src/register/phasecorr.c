@@ -24,7 +24,8 @@ struct ts_registrar {
     float *fa, *fb, *tmp;  /* pre-filtered strips (h * w) and scratch (2 * h * w) */
     float *ha, *hb;        /* the same without their smooth background: what is
                               correlated (the refinement fits fa/fb with a gain) */
-    float *gy, *gx;        /* gradient of fa, for the sub-pixel refinement */
+    float *gy, *gx;        /* gradient of fa for the sub-pixel refinement: the two
+                              halves of tmp (free by then) */
     float *real;           /* FFT input / correlation surface (fftwf_malloc) */
     fftwf_complex *A, *B;  /* spectra, h * wc */
     float *win_y, *win_x;  /* separable apodisation window */
@@ -91,8 +92,6 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->ha = malloc(n * sizeof(float));
     r->hb = malloc(n * sizeof(float));
     r->tmp = malloc(2 * n * sizeof(float)); /* background subtraction needs two planes */
-    r->gy = malloc(n * sizeof(float));
-    r->gx = malloc(n * sizeof(float));
     r->win_y = malloc((size_t)h * sizeof(float));
     r->win_x = malloc((size_t)w * sizeof(float));
     r->gauss_y = malloc((size_t)h * sizeof(float));
@@ -100,7 +99,11 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->real = fftwf_malloc(n * sizeof(float));
     r->A = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->B = fftwf_malloc(nc * sizeof(fftwf_complex));
-    if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->gy || !r->gx || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
+    if (r->tmp) {
+        r->gy = r->tmp;
+        r->gx = r->tmp + n;
+    }
+    if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
         !r->real || !r->A || !r->B) {
         ts_registrar_free(r);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d registrar", h, w);
@@ -135,8 +138,6 @@ void ts_registrar_free(ts_registrar *r) {
     free(r->ha);
     free(r->hb);
     free(r->tmp);
-    free(r->gy);
-    free(r->gx);
     free(r->win_y);
     free(r->win_x);
     free(r->gauss_y);
