@@ -68,6 +68,8 @@ ts_status ome_node_read(const char *path, ome_node *node, bool *found, ts_error 
     snprintf(zarray, sizeof zarray, "%s/.zarray", path);
     snprintf(node->file, sizeof node->file, "%s/.zattrs", path);
     if ((st = ts_read_file_opt(node->file, &data, &size, &have, err)) != TS_OK) return st;
+    if (!have && ts_path_exists(zarray))
+        return ts_fail(err, TS_ERR_FORMAT, "%s: is an array (.zarray), expected a group", path);
     if (!have) {
         char zgroup[4200];
         snprintf(zgroup, sizeof zgroup, "%s/.zgroup", path);

@@ -130,6 +130,13 @@ static void test_versions_refused(void **state) {
     write_text(tmp_path("v03.zarr/.zattrs"), "{\"plate\": {\"wells\": []}}");
     expect_error(ts_plate_open(s, &p, &err), &err, "plate.version", "v03.zarr/.zattrs");
 
+    /* a well that is an array, not a group: refused, not "metadata missing" */
+    write_text(tmp_path("v03.zarr/.zattrs"),
+               "{\"plate\": {\"version\": \"0.4\", \"rows\": [{\"name\": \"A\"}], "
+               "\"columns\": [{\"name\": \"1\"}], \"wells\": [{\"path\": \"A/1\"}]}}");
+    write_text(tmp_path("v03.zarr/A/1/.zarray"), "{\"zarr_format\": 2}");
+    expect_error(ts_plate_open(s, &p, &err), &err, "A/1", "is an array");
+
     snprintf(s, sizeof s, "%s", tmp_path("v3bad.zarr"));
     ts_remove_tree(s, &err);
     write_text(tmp_path("v3bad.zarr/zarr.json"),
