@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/pool.h"
 
 void ts_plate_close(ts_plate *plate) {
     if (!plate) return;
@@ -159,6 +160,50 @@ static ts_status check_well_index_err(const ome_node *node, const ts_plate *plat
     return check_index_of(node, jw, i, "columnIndex", w->col, plate->col_names, plate->ncols, err);
 }
 
+typedef struct wells_job {
+    ts_plate *plate;
+    ts_error *errors; /* one per well */
+} wells_job;
+
+static int read_one_well(void *user, int64_t i, int worker) {
+    wells_job *J = user;
+    (void)worker;
+    return read_well(J->plate, &J->plate->wells[i], &J->errors[i]) != TS_OK;
+}
+
+/* Well groups are independent files: read them on a few threads. The error
+ * reported is the lowest-numbered failing well's, whatever the timing (the
+ * pool hands out indices in order and finishes each one it starts). */
+static ts_status read_wells(ts_plate *plate, ts_error *err) {
+    int n = plate->nwells, threads = ts_cpu_count();
+    if (threads > 8) threads = 8;
+    if (threads > n) threads = n;
+    if (n < 4 || threads < 2) {
+        for (int i = 0; i < n; i++) {
+            ts_status st = read_well(plate, &plate->wells[i], err);
+            if (st != TS_OK) return st;
+        }
+        return TS_OK;
+    }
+    wells_job J = {.plate = plate, .errors = calloc((size_t)n, sizeof(ts_error))};
+    ts_pool *pool = J.errors ? ts_pool_create(threads) : NULL;
+    if (!pool) {
+        free(J.errors);
+        return ts_fail(err, TS_ERR_NOMEM, "%s: cannot start threads to read wells", plate->path);
+    }
+    int rc = ts_pool_for(pool, n, read_one_well, &J);
+    ts_pool_destroy(pool);
+    ts_status st = TS_OK;
+    for (int i = 0; rc && i < n; i++)
+        if (J.errors[i].code != TS_OK) {
+            st = J.errors[i].code;
+            if (err) *err = J.errors[i];
+            break;
+        }
+    free(J.errors);
+    return st;
+}
+
 static ts_status read_plate(ts_plate *plate, const ome_node *node, ts_error *err) {
     json_t *pl = NULL;
     ts_status st;
@@ -208,8 +253,8 @@ static ts_status read_plate(ts_plate *plate, const ome_node *node, ts_error *err
             if (strcmp(plate->wells[j].path, w->path) == 0)
                 return ts_fail(err, TS_ERR_FORMAT, "%s: well '%s' is listed twice in plate.wells",
                                node->file, w->path);
-        if ((st = read_well(plate, w, err)) != TS_OK) return st;
     }
+    if ((st = read_wells(plate, err)) != TS_OK) return st;
     if (plate->field_count <= 0)
         for (int i = 0; i < plate->nwells; i++)
             if (plate->wells[i].npositions > plate->field_count)
