@@ -164,6 +164,27 @@ def main():
         p2 = yaml.safe_load(f2)["positions"]
     assert max(abs(p1[k][i] - p2[k][i]) for k in p1 for i in range(2)) < 1e-6
 
+    # A file without tile_shape whose pairs only run left/right: the y pitch
+    # of the tile in another row comes from --tile; without it, an error.
+    row = os.path.join(TMP, "solve_scipy_row.yaml")
+    with open(row, "w") as f:
+        f.write("total_translation: {}\ntiles:\n  C/2: ['000000', '001000', '002000', '000003']\npairs:\n  C/2:\n"
+                "  - [C/2/000000, C/2/001000, 1.5, 900.0, 0.9]\n"
+                "  - [C/2/001000, C/2/002000, -0.5, 902.0, 0.8]\n")
+    r = run(row, "-o", out, expect=2)  # a usage error: the tile shape is needed
+    assert "pitch" in r.stderr and "--tile" in r.stderr, r.stderr
+    run(row, "-o", out, "--tile", "1000x1100")
+    with open(out) as f:
+        doc = yaml.safe_load(f)
+    assert doc["tile_shape"] == [1000, 1100]
+    p = doc["positions"]
+    # The row's mean sits at its grid mean (x pitch 901 = median of the pairs);
+    # the lone tile at grid (0, 3) with y pitch 1000 (the tile height).
+    row_mean_y = np.mean([p[f"C/2/{n}"][0] for n in ("000000", "001000", "002000")])
+    assert abs(p["C/2/000003"][0] - row_mean_y - 3000.0) < 1e-9, p
+    row_mean_x = np.mean([p[f"C/2/{n}"][1] for n in ("000000", "001000", "002000")])
+    assert abs(p["C/2/000003"][1] - (row_mean_x - 901.0)) < 1e-9, p
+
     # Errors: a NaN shift names the well and tiles; bad usage exits 2.
     bad = os.path.join(TMP, "solve_scipy_bad.yaml")
     with open(bad, "w") as f:
