@@ -50,13 +50,6 @@ static bool same_orientation(const ts_orientation *a, const ts_orientation *b) {
     return a->flipud == b->flipud && a->fliplr == b->fliplr && ((a->rot90 % 4) + 4) % 4 == ((b->rot90 % 4) + 4) % 4;
 }
 
-/* --t-out into an existing mosaic: its format, canvas and block rule. */
-typedef struct existing_out {
-    bool present;
-    int zarr_format;
-    int64_t T, H, W, chunk, shard;
-} existing_out;
-
 static ts_status peek_existing(const char *image_path, existing_out *ex, ts_error *err) {
     memset(ex, 0, sizeof *ex);
     char path[4300];
@@ -112,9 +105,11 @@ nomem:
     return ts_fail(err, TS_ERR_NOMEM, "worker buffers for blocks of %lld px", (long long)B);
 }
 
-static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate, int w,
-                               const ts_well_shifts *ws, const ts_orientation *orient,
-                               ts_pool *pool, ts_fuse_result *res, ts_error *err) {
+/* Pass 1, for every well before anything is written: tiles matched and
+ * measured, canvas checked, an existing --t-out target checked. */
+static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const ts_plate *plate,
+                              int w, const ts_well_shifts *ws, const ts_orientation *orient,
+                              ts_pool *pool, ts_error *err) {
     const ts_well_info *well = &plate->wells[w];
     fuse_well W;
     memset(&W, 0, sizeof W);
@@ -127,17 +122,38 @@ static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate
     W.out_dtype = opt->dtype;
     W.out_elem = ts_dtype_size(opt->dtype);
     W.nworkers = ts_pool_size(pool);
-    pthread_mutex_init(&W.recycle_mu, NULL);
     char image_path[4200];
     snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
 
     ts_status st = fuse_well_tiles(&W, ws, pool, err);
-    int64_t T = W.L.T, C = W.L.C, Z = W.L.Z;
-    int64_t H = 0, Wd = 0;
-    if (st == TS_OK) st = fuse_canvas(W.tiles, W.ntiles, &H, &Wd, err);
-    existing_out ex = {0};
-    if (st == TS_OK && opt->t_out >= 0) st = peek_existing(image_path, &ex, err);
-    if (st) goto done;
+    if (st == TS_OK) st = fuse_canvas(W.tiles, W.ntiles, &W.canvas_h, &W.canvas_w, err);
+    if (st == TS_OK && opt->t_out >= 0) st = peek_existing(image_path, &W.existing, err);
+    if (st == TS_OK && W.existing.present && (W.existing.H < W.canvas_h || W.existing.W < W.canvas_w))
+        st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
+                     "timepoint's canvas of %lldx%lld px", image_path, (long long)W.existing.H,
+                     (long long)W.existing.W, (long long)W.canvas_h, (long long)W.canvas_w);
+    if (st) {
+        free(W.tiles);
+        if (err && !strstr(err->message, well->path)) ts_fail_context(err, "well %s", well->path);
+        return st;
+    }
+    *Wp = W;
+    return TS_OK;
+}
+
+/* Pass 2: fuse one prepared well (frees its tiles). */
+static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_error *err) {
+    fuse_well W = *Wp;
+    const ts_fuse_options *opt = W.opt;
+    const ts_plate *plate = W.plate;
+    const int w = W.w;
+    const ts_well_info *well = &plate->wells[w];
+    pthread_mutex_init(&W.recycle_mu, NULL);
+    char image_path[4200];
+    snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
+    const int64_t T = W.L.T, C = W.L.C, Z = W.L.Z, H = W.canvas_h, Wd = W.canvas_w;
+    const existing_out ex = W.existing;
+    ts_status st = TS_OK;
 
     fuse_sizing sz = {
         .canvas_h = H, .canvas_w = Wd, .C = C, .out_elem = W.out_elem,
@@ -149,12 +165,6 @@ static ts_status fuse_one_well(const ts_fuse_options *opt, const ts_plate *plate
         if (W.tiles[i].w > sz.tile_w) sz.tile_w = W.tiles[i].w;
     }
     if (ex.present) {
-        if (ex.H < H || ex.W < Wd) {
-            st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
-                         "timepoint's canvas of %lldx%lld px", image_path, (long long)ex.H,
-                         (long long)ex.W, (long long)H, (long long)Wd);
-            goto done;
-        }
         sz.canvas_h = ex.H, sz.canvas_w = ex.W;
         sz.chunk = (int)ex.chunk;
         sz.shard = (int)ex.shard;
@@ -224,6 +234,7 @@ done:
     fuse_output_close(&W);
     fuse_weights_free(&W);
     free(W.tiles);
+    Wp->tiles = NULL;
     if (st && err && !strstr(err->message, well->path)) ts_fail_context(err, "well %s", well->path);
     return st;
 }
@@ -238,6 +249,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     ts_plate *plate = NULL;
     ts_pool *pool = NULL;
     const char **wells = NULL;
+    fuse_well *prepared = NULL;
+    int nprepared = 0;
     if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto done;
     if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto done;
     if ((st = ts_plate_filter_wells(plate, opt->wells, err)) != TS_OK) goto done;
@@ -257,6 +270,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     wells = calloc((size_t)plate->nwells + 1, sizeof *wells);
     if (!pool || !wells) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: thread pool"); goto done; }
     int nwells = 0;
+    prepared = calloc((size_t)plate->nwells + 1, sizeof *prepared);
+    if (!prepared) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto done; }
     for (int w = 0; w < plate->nwells; w++) {
         int sw = ts_shifts_find_well(shifts, plate->wells[w].path);
         if (sw < 0) {
@@ -266,10 +281,13 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
             }
             continue; /* wells the shifts file does not place are not fused */
         }
-        st = fuse_one_well(opt, plate, w, &shifts->wells[sw], &res->orientation, pool, res, err);
+        st = well_prepare(&prepared[nwells], opt, plate, w, &shifts->wells[sw], &res->orientation, pool, err);
         if (st) goto done;
         wells[nwells++] = plate->wells[w].path;
+        nprepared = nwells;
     }
+    for (int i = 0; i < nwells; i++)
+        if ((st = well_run(&prepared[i], pool, res, err)) != TS_OK) goto done;
     if (nwells == 0) {
         st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
         goto done;
@@ -293,6 +311,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
         st = ts_plate_write_layout(&layout, err);
     }
 done:
+    for (int i = 0; prepared && i < nprepared; i++) free(prepared[i].tiles);
+    free(prepared);
     free(wells);
     ts_pool_destroy(pool);
     ts_plate_close(plate);

@@ -22,6 +22,13 @@ typedef struct fuse_scratch {
     void *chunk;                 /* one 0.4 chunk */
 } fuse_scratch;
 
+/* --t-out into an existing mosaic: its format, canvas and block rule. */
+typedef struct existing_out {
+    bool present;
+    int zarr_format;
+    int64_t T, H, W, chunk, shard;
+} existing_out;
+
 /* Everything one well's fusion needs. */
 typedef struct fuse_well {
     const ts_fuse_options *opt;
@@ -32,6 +39,8 @@ typedef struct fuse_well {
     const ts_fuse_kernels *K;
     fuse_tile *tiles;
     int ntiles;
+    int64_t canvas_h, canvas_w; /* from the tiles (the layout may be larger: --t-out) */
+    existing_out existing;
     /* Weight images per distinct oriented tile shape. */
     int nshapes;
     int64_t (*shapes)[2];

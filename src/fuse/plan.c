@@ -24,6 +24,13 @@ ts_status fuse_canvas(const fuse_tile *tiles, int ntiles, int64_t *h, int64_t *w
         if (t->ox + t->w > W) W = t->ox + t->w;
     }
     if (H <= 0 || W <= 0) return ts_fail(err, TS_ERR_ARG, "no tiles to fuse (empty canvas)");
+    /* Tiles covering under 1/1000 of their canvas: a wild shift, not a scan. */
+    double covered = 0;
+    for (int i = 0; i < ntiles; i++) covered += (double)tiles[i].h * (double)tiles[i].w;
+    if ((double)H * (double)W > 1000.0 * covered + 1e6)
+        return ts_fail(err, TS_ERR_NUMERIC,
+                       "canvas of %lldx%lld px for %d tiles covering %.0f px: absurd origins",
+                       (long long)H, (long long)W, ntiles, covered);
     *h = H;
     *w = W;
     return TS_OK;
@@ -91,7 +98,13 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
             if (nb >= 2 * (int64_t)threads) break;
             S--;
         }
-        S = (S + s_step - 1) / s_step * s_step;
+        /* Prefer a multiple of 2^levels: every level then keeps the full
+         * chunk size (and a later --t-out run derives the same chunks). */
+        int64_t S_full = (S + pow2 - 1) / pow2 * pow2;
+        size_t cost_full = (size_t)threads * fuse_block_bytes(s, S_full * chunk) +
+                           (size_t)(threads + 1) * fuse_strip_bytes(s, S_full * chunk);
+        if (S_full <= 64 && cost_full <= s->memory) S = S_full;
+        else S = (S + s_step - 1) / s_step * s_step;
     }
     L->canvas_h = s->canvas_h;
     L->canvas_w = s->canvas_w;

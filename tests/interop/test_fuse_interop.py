@@ -263,6 +263,29 @@ def errors_are_clear():
             "--wells", "C/9", expect=2)
     assert "C/9" in p.stderr, p.stderr
     assert "usage" in run("fuse", "--help").stdout
+    absurd = os.path.join(d, "absurd.yaml")
+    with open(absurd, "w") as f:
+        f.write("total_translation:\n  A/1/000000: [0, 0]\n  A/1/001000: [0, 900000000]\n")
+    p = run("fuse", os.path.join(d, "p.zarr"), absurd, "-o", os.path.join(d, "o4.zarr"), expect=1)
+    assert "absurd" in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(d, "o4.zarr", "A")), "wrote output for absurd shifts"
+
+
+@case
+def bad_second_well_writes_nothing():
+    d = fresh("badwell")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1", "B/1"], tile_hw=(16, 16), grid=(2, 1))
+    s = os.path.join(d, "s.yaml")
+    R.write_shifts(s, info)
+    with open(s, "a") as f:  # a tile the plate does not have, in the second well
+        pass
+    text = open(s).read().replace("B/1/001000", "B/1/007000")
+    with open(s, "w") as f:
+        f.write(text)
+    out = os.path.join(d, "o.zarr")
+    p = run("fuse", os.path.join(d, "p.zarr"), s, "-o", out, expect=1)
+    assert "B/1" in p.stderr and "007000" in p.stderr, p.stderr
+    assert not os.path.exists(out), "the first well was written although the second is invalid"
 
 
 @case
