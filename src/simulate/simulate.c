@@ -135,8 +135,9 @@ static void store_value(void *buf, ts_dtype dt, size_t i, double v) {
     }
     double hi = dt == TS_UINT8 ? 255.0 : 65535.0;
     v = v < 0 ? 0 : v > hi ? hi : v;
-    if (dt == TS_UINT8) ((uint8_t *)buf)[i] = (uint8_t)lround(v);
-    else ((uint16_t *)buf)[i] = (uint16_t)lround(v);
+    /* v >= 0: floor(v + 0.5) is lround, without the libm call */
+    if (dt == TS_UINT8) ((uint8_t *)buf)[i] = (uint8_t)(v + 0.5);
+    else ((uint16_t *)buf)[i] = (uint16_t)(v + 0.5);
 }
 
 /* Renders one plane of tile `t` into raw (stored) layout of dtype. */
@@ -158,7 +159,9 @@ static void render_plane(const sim_job *job, const sim_tile *t, int ti, int tt, 
     /* Walk the oriented (true) plane and scatter into the raw plane: raw
      * pixel ts_orient_source(o, y, x) is what fuse reads as oriented (y, x). */
     float *rawf = truebuf + n; /* second half of the scratch */
-    for (int y = 0; y < Ht; y++)
+    bool identity = !job->acq.flipud && !job->acq.fliplr && job->acq.rot90 == 0;
+    if (identity) rawf = truebuf;
+    for (int y = 0; !identity && y < Ht; y++)
         for (int x = 0; x < Wt; x++) {
             int64_t sy, sx;
             ts_orient_source(&job->acq, H, W, y, x, &sy, &sx);
