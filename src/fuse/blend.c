@@ -53,8 +53,16 @@ static void unit_coords(const fuse_well *W, int64_t u, int64_t *t, int64_t *z, i
  * therefore get their own mapping, returned to the system when freed. */
 #define STRIP_MMAP_MIN ((size_t)64 << 10)
 
+/* Mapped lengths are rounded up (strips of one tile shape then share a few
+ * sizes, so recycled mappings fit the next strips). */
+static size_t strip_mapped_size(size_t bytes) {
+    size_t g = bytes >= ((size_t)1 << 20) ? (size_t)1 << 20 : STRIP_MMAP_MIN;
+    return (bytes + g - 1) / g * g;
+}
+
 static float *strip_alloc(fuse_well *W, size_t bytes) {
     if (bytes < STRIP_MMAP_MIN) return malloc(bytes ? bytes : 1);
+    bytes = strip_mapped_size(bytes);
     pthread_mutex_lock(&W->recycle_mu);
     for (int i = 0; i < W->nrecycled; i++)
         if (W->recycled_size[i] == bytes) {
@@ -76,15 +84,16 @@ static void strip_free(void *user, fuse_strip *strip) {
         free(strip->data);
         return;
     }
+    size_t mapped = strip_mapped_size(strip->bytes);
     pthread_mutex_lock(&W->recycle_mu);
-    if (W->nrecycled < FUSE_RECYCLE_MAX && W->recycled_bytes + strip->bytes <= W->recycle_cap) {
+    if (W->nrecycled < FUSE_RECYCLE_MAX && W->recycled_bytes + mapped <= W->recycle_cap) {
         W->recycled[W->nrecycled] = strip->data;
-        W->recycled_size[W->nrecycled++] = strip->bytes;
-        W->recycled_bytes += strip->bytes;
+        W->recycled_size[W->nrecycled++] = mapped;
+        W->recycled_bytes += mapped;
         strip->data = NULL;
     }
     pthread_mutex_unlock(&W->recycle_mu);
-    if (strip->data) munmap(strip->data, strip->bytes);
+    if (strip->data) munmap(strip->data, mapped);
 }
 
 void fuse_recycle_drain(fuse_well *W) {

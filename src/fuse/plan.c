@@ -52,7 +52,9 @@ size_t fuse_block_bytes(const fuse_sizing *s, int64_t block) {
 
 size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block) {
     /* Tiles touching a block cover at most (block + tile) on each side;
-     * their strips are float32 per channel, plus the raw read buffer. */
+     * their strips are float32 per channel, plus the raw read buffer. The
+     * block size leaves room for the strips of two blocks (the pipeline's
+     * read-ahead is then bounded by the budget, whatever the threads). */
     size_t sy = (size_t)(block + s->tile_h), sx = (size_t)(block + s->tile_w);
     return sy * sx * (size_t)s->C * 4 + (size_t)s->tile_h * (size_t)s->tile_w * (size_t)s->C * 4;
 }
@@ -87,7 +89,7 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
         int threads = s->threads > 0 ? s->threads : 1;
         while (S > 1) {
             size_t cost = (size_t)threads * fuse_block_bytes(s, S * chunk) +
-                          (size_t)(threads + 1) * fuse_strip_bytes(s, S * chunk);
+                          2 * fuse_strip_bytes(s, S * chunk);
             if (cost <= s->memory) break;
             S--;
         }
@@ -102,7 +104,7 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
          * chunk size (and a later --t-out run derives the same chunks). */
         int64_t S_full = (S + pow2 - 1) / pow2 * pow2;
         size_t cost_full = (size_t)threads * fuse_block_bytes(s, S_full * chunk) +
-                           (size_t)(threads + 1) * fuse_strip_bytes(s, S_full * chunk);
+                           2 * fuse_strip_bytes(s, S_full * chunk);
         if (S_full <= 64 && cost_full <= s->memory) S = S_full;
         else S = (S + s_step - 1) / s_step * s_step;
     }

@@ -65,7 +65,7 @@ static void test_block_sizing(void **state) {
     s.threads = 2;
     assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
     assert_true(L.block < 64 * 512 && L.block % 512 == 0);
-    assert_true(2 * fuse_block_bytes(&s, L.block) + 3 * fuse_strip_bytes(&s, L.block) <= s.memory);
+    assert_true(2 * fuse_block_bytes(&s, L.block) + 2 * fuse_strip_bytes(&s, L.block) <= s.memory);
     /* pyramid levels need blocks divisible by 2^levels */
     s.chunk = 100, s.levels = 3, s.memory = (size_t)1 << 30;
     assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
