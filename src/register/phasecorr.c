@@ -324,9 +324,9 @@ static bool solve_small(double m[4][4], double v[4], int n, double x[4]) {
 /* Sub-pixel refinement in the image domain: Gauss-Newton on
  * b(p) ~ gain * a(p + d) + offset over the overlap (bilinear a and its
  * gradient). Unlike the correlation surface it is not biased towards zero
- * shift by the apodisation window. Starts from *dy, *dx (already within a
- * pixel of the answer); leaves them unchanged if it does not converge
- * nearby. */
+ * shift by the apodisation window. Starts from *dy, *dx (the integer NCC
+ * maximum, a pixel or two from the answer); leaves them unchanged if it
+ * does not converge within 2 px. */
 static void refine_shift(ts_registrar *r, double *dy, double *dx) {
     int h = r->h, w = r->w;
     const float *a = r->fa, *b = r->fb;
@@ -390,7 +390,7 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
         tx += step[1];
         gain += step[2];
         offset += step[3];
-        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 1.0 || fabs(tx - x0) > 1.0) return;
+        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 2.0 || fabs(tx - x0) > 2.0) return;
         if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
     }
     if (gain > 0) {
@@ -434,6 +434,28 @@ static int pick_best(const candidate *cands, int n, int h, int w, double prior_d
         if (score > best_score) best_score = score, best = i;
     }
     return best;
+}
+
+/* Moves c to the local maximum of the overlap NCC over integer shifts (8
+ * neighbours); a move drops the peak's sub-pixel offset. */
+static void climb_ncc(const ts_registrar *r, candidate *c, double min_area) {
+    for (int step = 0; step < 32; step++) {
+        int by = c->sy, bx = c->sx;
+        double best = c->ncc;
+        for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) {
+                int sy = c->sy + dy, sx = c->sx + dx;
+                if ((!dy && !dx) || abs(sy) >= r->h || abs(sx) >= r->w) continue;
+                if ((double)(r->h - abs(sy)) * (double)(r->w - abs(sx)) < min_area) continue;
+                double v = overlap_ncc(r->ha, r->hb, r->h, r->w, sy, sx);
+                if (v > best) best = v, by = sy, bx = sx;
+            }
+        if (by == c->sy && bx == c->sx) return;
+        c->sy = by;
+        c->sx = bx;
+        c->ncc = best;
+        c->fy = c->fx = 0;
+    }
 }
 
 /* Inside the ellipse of the autocorrelation's main lobe. */
@@ -579,6 +601,10 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
         }
     }
     int best = ncands > ncore ? pick_best(cands, ncands, h, w, prior_dy, prior_dx) : first;
+    /* The correlation peak can sit a pixel or two off the best overlap
+     * (thin strips, vignetting): climb the overlap NCC to its local maximum
+     * on the integer grid before the sub-pixel refinement. */
+    climb_ncc(r, &cands[best], min_area);
     const candidate *c = &cands[best];
     res->dy = c->sy + c->fy;
     res->dx = c->sx + c->fx;
@@ -595,8 +621,15 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     double top = c->peak >= 0 ? peaks[c->peak].value - smean : 0;
     double ncc = clamp01(c->ncc), rival = 0;
     res->peak_ratio = 0;
+    int climbed = 0;
     for (int i = 0; i < ncands; i++) {
-        if (inside_lobe(cands[i].sy - c->sy, cands[i].sx - c->sx, lobe_y, lobe_x)) continue;
+        if (i == best || inside_lobe(cands[i].sy - c->sy, cands[i].sx - c->sx, lobe_y, lobe_x)) continue;
+        /* A serious rival is compared at its own best, like the choice. */
+        if (cands[i].ncc >= 0.5 * c->ncc && climbed < 16) {
+            climb_ncc(r, &cands[i], min_area);
+            climbed++;
+            if (inside_lobe(cands[i].sy - c->sy, cands[i].sx - c->sx, lobe_y, lobe_x)) continue;
+        }
         double nr = ncc > 0 ? clamp01(cands[i].ncc / ncc) : 1.0;
         double strength = nr * nr;
         if (c->peak >= 0 && cands[i].peak >= 0) {
