@@ -109,6 +109,9 @@ static ts_status write_well(const ts_plate_layout *L, int w, const char *row, co
                             ts_error *err) {
     int np = L->positions_per_well ? L->positions_per_well[w] : L->npositions;
     const char *const *names = L->well_positions ? L->well_positions[w] : L->positions;
+    if (np < 1)
+        return ts_fail(err, TS_ERR_ARG, "well %s has no positions (a well lists at least one image)",
+                       L->wells[w]);
     json_t *images = json_array();
     for (int p = 0; p < np; p++) {
         if (!ome_valid_name(names[p], 32)) {
