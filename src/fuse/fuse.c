@@ -283,6 +283,13 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
         }
         st = well_prepare(&prepared[nwells], opt, plate, w, &shifts->wells[sw], &res->orientation, pool, err);
         if (st) goto done;
+        const fuse_tile *t0 = &prepared[nwells].tiles[0];
+        if (shifts->has_tile_shape && !res->tile_shape_mismatch &&
+            (shifts->tile_shape[0] != t0->h || shifts->tile_shape[1] != t0->w)) {
+            res->tile_shape_mismatch = true;
+            res->file_tile_shape[0] = shifts->tile_shape[0], res->file_tile_shape[1] = shifts->tile_shape[1];
+            res->tile_shape[0] = (int)t0->h, res->tile_shape[1] = (int)t0->w;
+        }
         wells[nwells++] = plate->wells[w].path;
         nprepared = nwells;
     }
