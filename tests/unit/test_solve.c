@@ -401,6 +401,45 @@ static void test_outliers_reported(void **state) {
     free_grid(&g);
 }
 
+/* A pair listed the other way round (b -> a, negated shift), and a pair
+ * listed twice, are the same equations: same solution. */
+static void test_pair_direction(void **state) {
+    (void)state;
+    grid_case g = make_grid(9, 7, 20, 0.4, 0.0, 10, NULL);
+    ts_solve_problem p = problem_of(&g);
+    ts_shift_pair *q = malloc(sizeof *q * 2 * g.npairs);
+    for (int e = 0; e < g.npairs; e++) {
+        q[e] = g.pairs[e];
+        if (e % 3 == 0) {
+            q[e].a = g.pairs[e].b;
+            q[e].b = g.pairs[e].a;
+            q[e].dy = -g.pairs[e].dy;
+            q[e].dx = -g.pairs[e].dx;
+        }
+    }
+    ts_solve_problem p2 = p;
+    p2.pairs = q;
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    o.solver = TS_SOLVER_L2;
+    ts_solve_result r1, r2, r3;
+    solve_ok(&p, &o, &r1);
+    solve_ok(&p2, &o, &r2);
+    memcpy(q + g.npairs, q, sizeof *q * g.npairs); /* every pair twice */
+    p2.npairs = 2 * g.npairs;
+    solve_ok(&p2, &o, &r3);
+    for (int i = 0; i < g.n; i++)
+        for (int k = 0; k < 2; k++) {
+            assert_true(fabs(r1.position[i][k] - r2.position[i][k]) < 1e-8);
+            assert_true(fabs(r1.position[i][k] - r3.position[i][k]) < 1e-8);
+        }
+    ts_solve_result_free(&r1);
+    ts_solve_result_free(&r2);
+    ts_solve_result_free(&r3);
+    free(q);
+    free_grid(&g);
+}
+
 static void test_errors(void **state) {
     (void)state;
     grid_case g = make_grid(3, 3, 5, 0, 0, 7, NULL);
@@ -521,7 +560,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_edges),        cmocka_unit_test(test_l1_fixed_point),
         cmocka_unit_test(test_disconnected_groups),
         cmocka_unit_test(test_isolated_tiles),     cmocka_unit_test(test_outliers_reported),
-        cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
+        cmocka_unit_test(test_pair_direction),     cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
         cmocka_unit_test(test_solve_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
