@@ -141,13 +141,19 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
         goto fail;
     }
     if ((st = tz_array_read(arr, start, count, raw, err)) != TS_OK) goto fail;
-    to_float(raw, am->dtype, n, flat);
-    if (dy > dx) { /* stored x-major: transpose into out, then back into flat */
-        for (int64_t y = 0; y < c->raw_h; y++)
-            for (int64_t x = 0; x < c->raw_w; x++) out[y * c->raw_w + x] = flat[x * c->raw_h + y];
-        memcpy(flat, out, n * sizeof(float));
+    const ts_orientation *o = &c->opt->orientation;
+    bool identity = ts_orient_k(o) == 0 && !o->flipud && !o->fliplr;
+    if (identity && dy < dx) {
+        to_float(raw, am->dtype, n, out); /* the common case: no copy */
+    } else {
+        to_float(raw, am->dtype, n, flat);
+        if (dy > dx) { /* stored x-major: transpose into out, then back into flat */
+            for (int64_t y = 0; y < c->raw_h; y++)
+                for (int64_t x = 0; x < c->raw_w; x++) out[y * c->raw_w + x] = flat[x * c->raw_h + y];
+            memcpy(flat, out, n * sizeof(float));
+        }
+        ts_orient_plane(o, flat, c->raw_h, c->raw_w, sizeof(float), out);
     }
-    ts_orient_plane(&c->opt->orientation, flat, c->raw_h, c->raw_w, sizeof(float), out);
     free(raw);
     free(flat);
     tz_array_close(arr);
