@@ -54,6 +54,15 @@ static ts_shifts *make_sample(void) {
     assert_int_equal(w2, 1);
     assert_int_equal(ts_shifts_add_tile(s, w2, "000000"), 0);
     s->wells[w2].has_origin[0] = true;
+    /* Names YAML could read as something else must come back as written. */
+    int w3 = ts_shifts_add_well(s, "1/2");
+    const char *odd[] = {"it's: odd", "true", "0x1F", "1e3", "- a", "#x"};
+    for (int i = 0; i < 6; i++) {
+        int t = ts_shifts_add_tile(s, w3, odd[i]);
+        s->wells[w3].origin[t][0] = i;
+        s->wells[w3].has_origin[t] = true;
+    }
+    ts_shifts_add_pair(s, w3, 0, 1, 1.0, 2.0, 0.5);
     return s;
 }
 
