@@ -17,7 +17,8 @@ static void help(void) {
            "layout of each resolution level.\n\n"
            "options:\n"
            "  --json        print the description as JSON\n"
-           "  --wells-all   list every well in the text output (default: the first 20)\n");
+           "  --wells-all   list every well in the text output (default: the first 20\n"
+           "                with metadata)\n");
 }
 
 static void print_ints(json_t *a, const char *sep) {
@@ -104,16 +105,22 @@ static void print_text(json_t *root, bool all_wells) {
         const char *name = json_string_value(json_object_get(root, "name"));
         if (name && *name) printf("name: %s\n", name);
         json_t *wells = json_object_get(root, "wells");
+        size_t i, nmissing = 0, shown = 0;
+        json_t *w;
+        json_array_foreach(wells, i, w) nmissing += json_is_true(json_object_get(w, "metadata_missing"));
         printf("wells: %" JSON_INTEGER_FORMAT "   positions: %" JSON_INTEGER_FORMAT
                "   field_count: %" JSON_INTEGER_FORMAT "\n",
                json_integer_value(json_object_get(root, "nwells")),
                json_integer_value(json_object_get(root, "npositions")),
                json_integer_value(json_object_get(root, "field_count")));
-        size_t i;
-        json_t *w;
+        if (nmissing)
+            printf("(%zu listed well%s without well metadata on disk%s)\n", nmissing,
+                   nmissing == 1 ? "" : "s", all_wells ? "" : ", not shown");
         json_array_foreach(wells, i, w) {
-            if (!all_wells && i >= 20) {
-                printf("  ... %zu more wells (--wells-all lists them)\n", json_array_size(wells) - i);
+            bool missing = json_is_true(json_object_get(w, "metadata_missing"));
+            if (missing && !all_wells) continue;
+            if (!all_wells && shown++ >= 20) {
+                printf("  ... more wells (--wells-all lists them)\n");
                 break;
             }
             printf("  %-6s %6" JSON_INTEGER_FORMAT " position%s", json_string_value(json_object_get(w, "path")),
