@@ -159,6 +159,12 @@ int cmd_estimate(int argc, char **argv) {
     ts_error err;
     double t0 = now_seconds();
     if (ts_estimate_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
+    int64_t all = res.pairs + res.unmatched_pairs;
+    if (all >= 4 && 2 * (res.low_confidence_pairs + res.unmatched_pairs) > all)
+        fprintf(stderr,
+                "tessera estimate: warning: %lld of %lld neighbour pairs did not match or matched "
+                "with confidence < 0.1; check --overlap and the orientation flags\n",
+                (long long)(res.low_confidence_pairs + res.unmatched_pairs), (long long)all);
     if (json) cli_estimate_report(&res, now_seconds() - t0);
     return CLI_OK;
 }
