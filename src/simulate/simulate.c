@@ -390,7 +390,6 @@ ts_status ts_simulate(const ts_simulate_options *o, ts_error *err) {
         goto done;
     if ((st = plan_tiles(&job, err)) != TS_OK) goto done;
     if ((st = prepare_output(o->output, err)) != TS_OK) goto done;
-    if ((st = write_layout(&job, err)) != TS_OK) goto done;
 
     ts_pool *pool = ts_pool_create(o->threads > 0 ? o->threads : ts_cpu_count());
     if (!pool) {
@@ -416,6 +415,9 @@ ts_status ts_simulate(const ts_simulate_options *o, ts_error *err) {
             }
         goto done;
     }
+    /* the plate and well groups last: a killed run leaves no plate that
+     * lists positions which were never written */
+    if ((st = write_layout(&job, err)) != TS_OK) goto done;
     if (o->truth) st = write_truth(&job, err);
 done:
     free(job.errors);
