@@ -35,7 +35,7 @@ typedef struct ts_well_info {
 
 /* Image-level metadata carried from input to output. */
 typedef struct ts_image_meta {
-    int nchannels;
+    int nchannels;        /* read: omero.channels entries (0 without omero) */
     char channel_labels[TS_MAX_CHANNELS][64];
     char channel_colors[TS_MAX_CHANNELS][8];  /* "RRGGBB" or "" */
     double scale[5];      /* t, c, z, y, x of dataset 0 */
@@ -47,7 +47,7 @@ typedef struct ts_image_meta {
      * five in that order. */
     int ndim;
     int axis_index[5];
-    /* Resolution levels (multiscales.datasets): paths and y/x scale. */
+    /* Resolution levels (multiscales.datasets), full resolution first. */
     int nlevels;
     char level_paths[TS_MAX_LEVELS][32];
     /* omero window per channel: min, max, start, end. has_window false: the
