@@ -7,6 +7,7 @@ coloured outlines on the grey picture. Input plates (many images per well)
 need --shifts, which lays their tiles out (checked against numpy placing
 the oriented tiles at the truth origins).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +47,14 @@ def main():
 
     g = zarr.open(out, mode="r")
     lv = [g[f"A/1/0/{k}"] for k in range(3)]
+
+    # tessera info on the fused output: one image per well, its pyramid
+    info = json.loads(run("info", out, "--json").stdout)
+    check(info["npositions"] == 1 and info["wells"][0]["first"] == "0", f"fused info wells {info['wells']}")
+    levels = info["image"]["levels"]
+    check([l["shape"] for l in levels] == [list(a.shape) for a in lv], f"fused info levels {[l.get('shape') for l in levels]}")
+    check([l["chunk_shape"] for l in levels] == [list(a.chunks) for a in lv], "fused info chunks")
+    check(info["image"]["tile_shape"] == list(lv[0].shape[-2:]), "fused info tile_shape")
     sides = [max(a.shape[-2:]) for a in lv]
     for max_size in (100, sides[1], 1000):
         png = os.path.join(TMP, f"p{max_size}.png")
