@@ -42,6 +42,9 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
     if (o->levels < 0 || o->levels >= FUSE_MAX_LEVELS)
         return ts_fail(err, TS_ERR_ARG, "fuse: levels %d not in [0, %d]", o->levels, FUSE_MAX_LEVELS - 1);
     if (o->t_out < -1) return ts_fail(err, TS_ERR_ARG, "fuse: t_out %d is negative", o->t_out);
+    char ri[4096], ro[4096];
+    if (realpath(o->input, ri) && realpath(o->output, ro) && strcmp(ri, ro) == 0)
+        return ts_fail(err, TS_ERR_ARG, "fuse: output %s is the input plate", o->output);
     if (o->memory < ((size_t)16 << 20)) return ts_fail(err, TS_ERR_ARG, "fuse: memory bound %zu bytes is below 16 MiB", o->memory);
     return TS_OK;
 }
@@ -127,6 +130,7 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
 
     ts_status st = fuse_well_tiles(&W, ws, pool, err);
     if (st == TS_OK) st = fuse_canvas(W.tiles, W.ntiles, &W.canvas_h, &W.canvas_w, err);
+    if (st == TS_OK) st = ts_plate_image_meta(plate, w, 0, &W.image_meta, err);
     if (st == TS_OK && opt->t_out >= 0) st = peek_existing(image_path, &W.existing, err);
     if (st == TS_OK && W.existing.present && (W.existing.H < W.canvas_h || W.existing.W < W.canvas_w))
         st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
@@ -182,6 +186,9 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     }
 
     bool existing = false;
+    /* A new mosaic replaces whatever an earlier run left at this image path,
+     * so a re-run gives the same store (no stale chunks of other layouts). */
+    if (opt->t_out < 0 && (st = ts_remove_tree(image_path, err)) != TS_OK) goto done;
     if ((st = fuse_weights_init(&W, err)) != TS_OK) goto done;
     if ((st = fuse_output_open(&W, image_path, &existing, err)) != TS_OK) goto done;
     if ((st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err)) != TS_OK) goto done;
@@ -202,9 +209,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     if (st) goto done;
 
     /* Image metadata last: a mosaic is only advertised once its data is in. */
-    ts_image_meta im;
-    st = ts_plate_image_meta(plate, w, 0, &im, err);
-    if (st) goto done;
+    ts_image_meta im = W.image_meta;
     if (im.nchannels > C) im.nchannels = (int)C;
     for (int c = im.nchannels; c < C && c < TS_MAX_CHANNELS; c++) {
         snprintf(im.channel_labels[c], sizeof im.channel_labels[c], "Channel %d", c);

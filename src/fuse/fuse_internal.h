@@ -41,6 +41,7 @@ typedef struct fuse_well {
     int ntiles;
     int64_t canvas_h, canvas_w; /* from the tiles (the layout may be larger: --t-out) */
     existing_out existing;
+    ts_image_meta image_meta;    /* of the well's first position */
     /* Weight images per distinct oriented tile shape. */
     int nshapes;
     int64_t (*shapes)[2];

@@ -33,9 +33,18 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
     } else {
         ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: array has %d dimensions, expected 5 (t, c, z, y, x)",
                 W->plate->path, well->path, well->positions[t->position], m->ndim);
-        rc = 1;
+        tz_array_close(arr);
+        return 1;
     }
     t->dtype = m->dtype;
+    switch (t->dtype) {
+    case TS_UINT8: case TS_INT8: case TS_UINT16: case TS_INT16:
+    case TS_UINT32: case TS_INT32: case TS_FLOAT32: case TS_FLOAT64: break;
+    default:
+        ts_fail(err, TS_ERR_UNSUPPORTED, "%s/%s/%s/0: dtype %s is not supported by fuse",
+                W->plate->path, well->path, well->positions[t->position], ts_dtype_name(t->dtype));
+        rc = 1;
+    }
     if (!rc && (t->raw_h <= 0 || t->raw_w <= 0 || t->T <= 0 || t->C <= 0 || t->Z <= 0)) {
         ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: empty tile", W->plate->path, well->path,
                 well->positions[t->position]);

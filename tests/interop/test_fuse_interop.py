@@ -185,6 +185,13 @@ def identical_bytes_threads_1_vs_2():
         assert a == b, "file lists differ between --threads 1 and 2"
         _, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], a, shallow=False)
         assert not mismatch and not errors, "bytes differ: %s" % (mismatch + errors)[:5]
+    # a re-run into the same output with another chunking leaves no stale files
+    o = os.path.join(d, "rerun.zarr")
+    for chunk in ("8", "16"):
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", o, "--chunk", chunk, "--format", "0.4")
+    fresh_o = os.path.join(d, "fresh.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", fresh_o, "--chunk", "16", "--format", "0.4")
+    assert tree_files(o) == tree_files(fresh_o), "stale files after a re-run"
 
 
 @case
@@ -270,6 +277,8 @@ def errors_are_clear():
             "--wells", "C/9", expect=2)
     assert "C/9" in p.stderr, p.stderr
     assert "usage" in run("fuse", "--help").stdout
+    p = run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", os.path.join(d, "p.zarr"), expect=2)
+    assert "is the input plate" in p.stderr, p.stderr
     absurd = os.path.join(d, "absurd.yaml")
     with open(absurd, "w") as f:
         f.write("total_translation:\n  A/1/000000: [0, 0]\n  A/1/001000: [0, 900000000]\n")
