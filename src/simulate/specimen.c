@@ -33,17 +33,23 @@ static inline float smooth(float t) { return t * t * (3 - 2 * t); }
 /* Adds amp * noise(y / scale, (x0 + c) / scale) to out[c] for c in [0, n)
  * where mask (if not NULL) is set. Along a row the lattice cell changes only
  * every `scale` pixels, so its four corner values are cached. */
+static inline int64_t floor_i64(double v) {
+    int64_t i = (int64_t)v; /* truncates toward zero */
+    return (double)i > v ? i - 1 : i;
+}
+
 static void vnoise_row(uint64_t salt, double y, double x0, int n, double scale, float amp,
                        const unsigned char *mask, float *out) {
-    double fy = y / scale, iyf = floor(fy);
-    int64_t iy = (int64_t)iyf;
-    float ty = smooth((float)(fy - iyf));
+    double inv = 1.0 / scale;
+    double fy = y * inv;
+    int64_t iy = floor_i64(fy);
+    float ty = smooth((float)(fy - (double)iy));
     int64_t cached = INT64_MIN;
     float v00 = 0, v01 = 0, v10 = 0, v11 = 0;
     for (int c = 0; c < n; c++) {
         if (mask && !mask[c]) continue;
-        double fx = (x0 + c) / scale, ixf = floor(fx);
-        int64_t ix = (int64_t)ixf;
+        double fx = (x0 + c) * inv;
+        int64_t ix = floor_i64(fx);
         if (ix != cached) {
             if (ix == cached + 1) {
                 v00 = v01, v10 = v11;
@@ -55,7 +61,7 @@ static void vnoise_row(uint64_t salt, double y, double x0, int n, double scale, 
             v11 = lattice(salt, iy + 1, ix + 1);
             cached = ix;
         }
-        float tx = smooth((float)(fx - ixf));
+        float tx = smooth((float)(fx - (double)ix));
         float a = v00 + (v01 - v00) * tx, b = v10 + (v11 - v10) * tx;
         out[c] += amp * (a + (b - a) * ty);
     }
