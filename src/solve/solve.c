@@ -1,20 +1,13 @@
-/* ts_solve_positions: L2 / L1-IRLS over the tile graph of one well, the
- * gauge (each group anchored at its targets), residuals and outliers. */
+/* ts_solve_positions: the set-up of one well (checks, weights, groups and
+ * anchors), the gauge (each group anchored at its targets), residuals,
+ * outliers and the well frame. The iterations are in irls.c. */
 #include "solve/solve.h"
-#include "solve/laplacian.h"
+#include "solve/solve_internal.h"
 #include "common/error.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* IRLS weights are base / max(|r|, IRLS_EPS). Below half a pixel a residual
- * is taken as registration noise and weighted as in least squares (the cost
- * is Huber's there), above it as L1: gross errors (tens of px) get the L1
- * treatment that makes the solve robust, while the smooth core keeps IRLS
- * converging in tens of iterations instead of crawling through the
- * non-smooth L1 valley, and keeps the system well conditioned. */
-#define IRLS_EPS 0.5
 
 void ts_solve_result_free(ts_solve_result *r) {
     if (!r) return;
@@ -40,7 +33,7 @@ static int cmp_double(const void *x, const void *y) {
 
 /* Translates every group so that the mean of its positions is the mean of
  * its targets (a group of one lands on its target). */
-static void apply_gauge(int n, const int *comp, int ncomp, const double (*target)[2], double (*pos)[2],
+void ts_solve_apply_gauge(int n, const int *comp, int ncomp, const double (*target)[2], double (*pos)[2],
                         double (*acc)[2], int *size) {
     for (int c = 0; c < ncomp; c++) acc[c][0] = acc[c][1] = 0.0, size[c] = 0;
     for (int i = 0; i < n; i++) {
@@ -52,171 +45,6 @@ static void apply_gauge(int n, const int *comp, int ncomp, const double (*target
         pos[i][0] += acc[comp[i]][0] / size[comp[i]];
         pos[i][1] += acc[comp[i]][1] / size[comp[i]];
     }
-}
-
-typedef struct irls_ctx {
-    int n, m;
-    const int *ea, *eb;
-    const unsigned char *usable;
-    const double (*d)[2];
-    const double *w0;
-    double *w;
-    const int *comp;
-    int ncomp;
-    const double (*target)[2];
-    double (*pos)[2], (*prev)[2], (*acc)[2];
-    int *size;
-    ts_laplacian *lap;
-    const ts_solve_options *opt;
-    ts_solve_result *out;
-    int *adj_start, *adj_edge; /* tile -> its usable edges, built on demand */
-} irls_ctx;
-
-/* IRLS weights from the residuals of the current positions, for the edges
- * with mask[tile] set at either end (mask NULL: all). */
-static void reweight(irls_ctx *c, const unsigned char *mask) {
-    for (int e = 0; e < c->m; e++) {
-        if (!c->usable[e] || (mask && !mask[c->ea[e]] && !mask[c->eb[e]])) continue;
-        double ry = c->pos[c->eb[e]][0] - c->pos[c->ea[e]][0] - c->d[e][0];
-        double rx = c->pos[c->eb[e]][1] - c->pos[c->ea[e]][1] - c->d[e][1];
-        double r = sqrt(ry * ry + rx * rx);
-        c->w[e] = c->w0[e] / (r > IRLS_EPS ? r : IRLS_EPS);
-    }
-}
-
-/* Largest move of a tile since prev (over mask, or all), and how many moved
- * by tolerance or more. */
-static double max_change(const irls_ctx *c, const unsigned char *mask, int *moving) {
-    double change = 0;
-    int nm = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (mask && !mask[i]) continue;
-        double ch = fmax(fabs(c->pos[i][0] - c->prev[i][0]), fabs(c->pos[i][1] - c->prev[i][1]));
-        nm += ch >= c->opt->tolerance;
-        if (ch > change) change = ch;
-    }
-    if (moving) *moving = nm;
-    return change;
-}
-
-static bool build_adjacency(irls_ctx *c) {
-    if (c->adj_start) return true;
-    c->adj_start = calloc((size_t)c->n + 1, sizeof(int));
-    c->adj_edge = malloc((size_t)(2 * c->m + 1) * sizeof(int));
-    if (!c->adj_start || !c->adj_edge) return false;
-    for (int e = 0; e < c->m; e++)
-        if (c->usable[e]) c->adj_start[c->ea[e] + 1]++, c->adj_start[c->eb[e] + 1]++;
-    for (int i = 0; i < c->n; i++) c->adj_start[i + 1] += c->adj_start[i];
-    int *fill = malloc((size_t)(c->n ? c->n : 1) * sizeof(int));
-    if (!fill) return false;
-    memcpy(fill, c->adj_start, (size_t)c->n * sizeof(int));
-    for (int e = 0; e < c->m; e++)
-        if (c->usable[e]) c->adj_edge[fill[c->ea[e]]++] = e, c->adj_edge[fill[c->eb[e]]++] = e;
-    free(fill);
-    return true;
-}
-
-/* Local IRLS: once only a few tiles still move (typically around a pair of
- * nearly tied wrong/right measurements, where IRLS creeps), iterate on those
- * tiles and two rings of neighbours with every other tile held where it is.
- * That is block-coordinate descent on the same IRLS problem, at the cost of
- * a tiny system per step instead of the whole plate. Returns TS_OK with
- * *ran = false when not applicable (a whole group would be free). */
-static ts_status local_phase(irls_ctx *c, int *it, bool *ran, ts_error *err) {
-    *ran = false;
-    int n = c->n;
-    if (!build_adjacency(c)) return ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
-    unsigned char *active = calloc((size_t)n, 1);
-    int *unknown = malloc((size_t)n * sizeof(int)), *count = calloc((size_t)c->ncomp, sizeof(int));
-    unsigned char *usable = malloc((size_t)(c->m ? c->m : 1));
-    ts_laplacian *loc = NULL;
-    ts_status st = TS_OK;
-    if (!active || !unknown || !count || !usable) {
-        st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < n; i++)
-        active[i] = fmax(fabs(c->pos[i][0] - c->prev[i][0]), fabs(c->pos[i][1] - c->prev[i][1])) >= c->opt->tolerance;
-    for (int ring = 1; ring <= 2; ring++) {
-        for (int i = 0; i < n; i++) {
-            if (active[i] != ring) continue;
-            for (int k = c->adj_start[i]; k < c->adj_start[i + 1]; k++) {
-                int e = c->adj_edge[k], j = c->ea[e] == i ? c->eb[e] : c->ea[e];
-                if (!active[j]) active[j] = (unsigned char)(ring + 1);
-            }
-        }
-    }
-    int nact = 0;
-    for (int i = 0; i < n; i++) {
-        unknown[i] = active[i] ? nact++ : -1;
-        if (active[i]) count[c->comp[i]]++;
-    }
-    for (int i = 0; i < n; i++)
-        if (active[i] && count[c->comp[i]] == c->size[c->comp[i]]) goto done; /* nothing to hold it */
-    for (int e = 0; e < c->m; e++) usable[e] = c->usable[e] && (active[c->ea[e]] || active[c->eb[e]]);
-    if ((st = ts_laplacian_create(n, unknown, c->m, c->ea, c->eb, usable, &loc, err))) goto done;
-    *ran = true;
-    while (*it < c->opt->max_iterations) {
-        memcpy(c->prev, c->pos, (size_t)n * sizeof *c->pos);
-        reweight(c, active);
-        if ((st = ts_laplacian_solve(loc, c->w, c->d, (const double(*)[2])c->pos, c->pos, false, NULL, err)))
-            goto done;
-        ++*it;
-        c->out->local_steps++;
-        c->out->max_change = max_change(c, active, NULL);
-        if (c->out->max_change < c->opt->tolerance) break;
-    }
-    /* Held tiles did not move, so this step's translation of the groups is
-     * restored by the gauge. */
-    apply_gauge(n, c->comp, c->ncomp, c->target, c->pos, c->acc, c->size);
-done:
-    ts_laplacian_free(loc);
-    free(active);
-    free(unknown);
-    free(count);
-    free(usable);
-    return st;
-}
-
-/* L2: one solve. L1: IRLS until no tile moves by tolerance (checked on a
- * whole-plate step) or max_iterations steps. */
-static ts_status iterate(irls_ctx *c, ts_error *err) {
-    bool l1 = c->opt->solver == TS_SOLVER_L1;
-    c->out->converged = !l1;
-    int it = 0;
-    bool after_local = false;
-    for (;;) {
-        bool factorised;
-        ts_status st = ts_laplacian_solve(c->lap, c->w, c->d, NULL, c->pos, it > 0, &factorised, err);
-        if (st) return st;
-        apply_gauge(c->n, c->comp, c->ncomp, c->target, c->pos, c->acc, c->size);
-        it++;
-        c->out->factorisations += factorised;
-        if (!l1) break;
-        int moving = c->n;
-        if (it > 1) {
-            c->out->max_change = max_change(c, NULL, &moving);
-            if (c->out->max_change < c->opt->tolerance) {
-                c->out->converged = true;
-                break;
-            }
-        }
-        if (it >= c->opt->max_iterations) break;
-        /* Few tiles still moving: continue locally, then verify with a
-         * whole-plate step (never two local phases without one). */
-        if (it > 1 && !after_local && moving <= c->n / 20) {
-            bool ran;
-            if ((st = local_phase(c, &it, &ran, err))) return st;
-            after_local = ran;
-            if (it >= c->opt->max_iterations) break;
-        } else {
-            after_local = false;
-        }
-        memcpy(c->prev, c->pos, (size_t)c->n * sizeof *c->pos);
-        reweight(c, NULL);
-    }
-    c->out->iterations = it;
-    return TS_OK;
 }
 
 static ts_status check_options(const ts_solve_options *opt, ts_error *err) {
@@ -331,7 +159,7 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
     irls_ctx c = {.n = n, .m = m, .ea = ea, .eb = eb, .usable = usable, .d = (const double(*)[2])d, .w0 = w0,
                   .w = w, .comp = comp, .ncomp = ncomp, .target = (const double(*)[2])target, .pos = pos,
                   .prev = prev, .acc = acc, .size = size, .lap = lap, .opt = opt, .out = out};
-    st = iterate(&c, err);
+    st = ts_solve_iterate(&c, err);
     free(c.adj_start);
     free(c.adj_edge);
     if (st) goto done;
