@@ -74,12 +74,21 @@ def square_tiles_04_zarr_python():
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(40, 40), grid=(3, 3))
     R.write_shifts(os.path.join(d, "s.yaml"), info)
     out = os.path.join(d, "o.zarr")
-    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--format", "0.4",
-        "--chunk", "16", "--codec", "blosc-lz4", "--threads", "2")
+    p = run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--format", "0.4",
+            "--chunk", "16", "--shard", "2", "--codec", "blosc-lz4", "--threads", "2", "--levels", "1", "--json")
     raws, origins, _ = info["A/1"]
     _, ref = R.fuse(raws, origins)
-    compare_u16(R.read_output(out, "A/1"), ref, "square 0.4")
+    got = R.read_output(out, "A/1")
+    compare_u16(got, ref, "square 0.4")
+    assert np.array_equal(R.read_output(out, "A/1", 1), R.downsample(got)), "0.4 level 1"
     R.validate_ngff(out, ["A/1"], "0.4")
+    # each tile is read once per band it overlaps, no more
+    import json as _json
+    summary = _json.loads(p.stdout)
+    block = summary["chunk"] * summary["shard"]
+    oy0 = min(o[0] for o in origins)
+    want = sum(((oy - oy0) + 40 - 1) // block - (oy - oy0) // block + 1 for oy, _ in origins)
+    assert summary["strips_read"] == want, (summary["strips_read"], want)
 
 
 @case
