@@ -1,6 +1,6 @@
 /* Portable C fusion kernels. The inner loops are branch-free over contiguous
- * rows (selects instead of ifs) so gcc vectorises them at -O2 (gcc >= 12)
- * and -O3; docs/fuse.md records the -fopt-info-vec check. */
+ * rows (selects instead of ifs, unconditional loads) so that gcc vectorises
+ * them; docs/fuse.md records the -fopt-info-vec check. */
 #include "fuse/kernels.h"
 
 /* RelWithDebInfo builds at -O2, where gcc 12 only vectorises loops that need
