@@ -130,6 +130,7 @@ static void copy_name(char *dst, size_t n, const char *src) {
 static ts_status parse_v3_chain(const char *where, json_t *list, int ndim, tz_codec_chain *chain,
                                 tz_sharding *sharding, bool *sharded, ts_error *err);
 static ts_status parse_v2_codec(const char *where, json_t *cj, tz_codec *c, ts_error *err);
+static ts_status check_sizes(const char *where, const tz_array_meta *meta, ts_status code, ts_error *err);
 
 static ts_status parse_v3_codec(const char *where, json_t *cj, int ndim, tz_codec *c,
                                 tz_sharding *sharding, ts_error *err) {
@@ -388,6 +389,35 @@ ts_status tz_meta_parse_v3(const char *where, json_t *doc, tz_array_meta *meta,
     json_t *attrs = json_object_get(doc, "attributes");
     *attributes = json_is_object(attrs) ? json_dumps(attrs, JSON_COMPACT) : strdup("{}");
     if (!*attributes) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", where);
+    st = check_sizes(where, meta, TS_ERR_FORMAT, err);
+    if (st) { free(*attributes); *attributes = NULL; }
+    return st;
+}
+
+/* The sizes the reader and writer compute from a shape must not overflow,
+ * and what is decoded in memory at once (an unsharded chunk, an inner chunk,
+ * a shard index) must be allocatable: metadata from disk is untrusted, and a
+ * chunk_shape like [2^22, 2^21, 2^21] would otherwise wrap to a tiny buffer.
+ * `code`: TS_ERR_FORMAT for documents read from disk, TS_ERR_ARG for create. */
+#define TZ_MAX_DECODED_BYTES ((int64_t)1 << 40)
+
+static ts_status check_sizes(const char *where, const tz_array_meta *meta, ts_status code, ts_error *err) {
+    int64_t esize = (int64_t)ts_dtype_size(meta->dtype), block = esize, inner = esize, nidx = 16;
+    for (int d = 0; d < meta->ndim; d++) {
+        if (meta->shape[d] > INT64_MAX - meta->chunk[d])
+            return ts_fail(err, code, "%s: shape %lld of axis %d is too large", where, (long long)meta->shape[d], d);
+        if (__builtin_mul_overflow(block, meta->chunk[d], &block))
+            return ts_fail(err, code, "%s: chunk shape overflows 64 bits (axis %d)", where, d);
+        if (meta->sharded && (__builtin_mul_overflow(inner, meta->sharding.inner_chunk[d], &inner) ||
+                              __builtin_mul_overflow(nidx, meta->chunk[d] / meta->sharding.inner_chunk[d], &nidx)))
+            return ts_fail(err, code, "%s: sharding chunk shape overflows 64 bits (axis %d)", where, d);
+    }
+    if (!meta->sharded && block > TZ_MAX_DECODED_BYTES)
+        return ts_fail(err, code, "%s: a chunk of %lld bytes is too large (at most %lld)", where, (long long)block,
+                       (long long)TZ_MAX_DECODED_BYTES);
+    if (meta->sharded && (inner > TZ_MAX_DECODED_BYTES || nidx > TZ_MAX_DECODED_BYTES))
+        return ts_fail(err, code, "%s: an inner chunk of %lld bytes or a shard index of %lld bytes is too large (at most %lld)",
+                       where, (long long)inner, (long long)nidx, (long long)TZ_MAX_DECODED_BYTES);
     return TS_OK;
 }
 
@@ -406,7 +436,7 @@ static ts_status check_meta(const char *where, const tz_array_meta *meta, ts_err
         return ts_fail(err, TS_ERR_ARG, "%s: sharded arrays take their codecs in sharding.codecs (meta.codecs must be empty)", where);
     if (meta->separator != '/' && meta->separator != '.')
         return ts_fail(err, TS_ERR_ARG, "%s: separator '%c'", where, meta->separator);
-    return TS_OK;
+    return check_sizes(where, meta, TS_ERR_ARG, err);
 }
 
 static json_t *int_list(int n, const int64_t *v) {
@@ -569,7 +599,7 @@ ts_status tz_meta_parse_v2(const char *where, json_t *doc, tz_array_meta *meta, 
         if (st) return st;
         meta->codecs.n++;
     }
-    return TS_OK;
+    return check_sizes(where, meta, TS_ERR_FORMAT, err);
 }
 
 static json_t *codec_to_v2(const tz_codec *c, size_t esize) {

@@ -685,6 +685,55 @@ static void test_damaged_blocks(void **state) {
     free(full);
 }
 
+/* Shapes from disk whose sizes overflow 64 bits, or whose decoded units could
+ * never be allocated, are refused at open with the path named (they used to
+ * wrap to tiny buffers that reads then overran). */
+static void test_absurd_chunk_shapes(void **state) {
+    (void)state;
+    const char *docs[] = {
+        /* v2: 2^22 * 2^21 * 2^21 * 2 bytes wraps to 0 */
+        "{\"zarr_format\":2,\"shape\":[4,4,4],\"chunks\":[4194304,2097152,2097152],\"dtype\":\"<u2\","
+        "\"compressor\":null,\"fill_value\":0,\"order\":\"C\",\"filters\":null}",
+        /* v2: no overflow, but a 2^41-byte chunk */
+        "{\"zarr_format\":2,\"shape\":[4,4],\"chunks\":[1048576,1048576],\"dtype\":\"<u2\","
+        "\"compressor\":null,\"fill_value\":0,\"order\":\"C\",\"filters\":null}",
+        /* v3 sharded: 2^62 inner chunks of one element; the index size wraps */
+        "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[4],\"data_type\":\"uint16\","
+        "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[4611686018427387904]}},"
+        "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,\"codecs\":[{\"name\":\"sharding_indexed\","
+        "\"configuration\":{\"chunk_shape\":[1],\"codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}],"
+        "\"index_codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}},{\"name\":\"crc32c\"}]}}]}",
+        /* v3: shape near INT64_MAX (the chunk grid would overflow) */
+        "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[9223372036854775807],\"data_type\":\"uint8\","
+        "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[16]}},"
+        "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,\"codecs\":[{\"name\":\"bytes\"}]}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        char p[1100], f[1200];
+        snprintf(p, sizeof p, "%s/absurd%zu", tmpdir, i);
+        snprintf(f, sizeof f, "%s/%s", p, strstr(docs[i], "\"zarr_format\":2") ? ".zarray" : "zarr.json");
+        write_text(f, docs[i]);
+        /* A small file where the (wrapped) shard index or chunk would be. */
+        snprintf(f, sizeof f, "%s/%s", p, i == 2 ? "c/0" : i < 2 ? "0.0.0" : "c/0");
+        write_text(f, "0123456789abcdefXXXX");
+        tz_array *a = NULL;
+        ts_error err;
+        assert_int_equal(tz_array_open(p, &a, &err), TS_ERR_FORMAT);
+        assert_null(a);
+        assert_non_null(strstr(err.message, p));
+    }
+    /* Creating such an array is refused before anything is written. */
+    tz_array_meta m;
+    tz_array_meta_init(&m, 2);
+    m.ndim = 2;
+    m.shape[0] = m.shape[1] = 4;
+    m.chunk[0] = m.chunk[1] = (int64_t)1 << 31;
+    tz_array *a = NULL;
+    ts_error err;
+    assert_int_equal(tz_array_create(tmp_path("absurd_create"), &m, &a, &err), TS_ERR_ARG);
+    assert_false(ts_path_exists(tmp_path("absurd_create")));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
@@ -702,6 +751,7 @@ int main(void) {
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_parallel_writes_and_reads),
         cmocka_unit_test(test_damaged_blocks),
+        cmocka_unit_test(test_absurd_chunk_shapes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
