@@ -149,9 +149,11 @@ static int solve(const char *prefix, const char *solver, const char *weights) {
     qsort(e, (size_t)n, sizeof *e, cmp_double);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("seconds=%.3f iterations=%d factorisations=%d local_steps=%d converged=%d err_px_p50=%.3f p99=%.3f max=%.3f "
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+                 1e-6 * (double)ru.ru_stime.tv_usec;
+    printf("seconds=%.3f cpu_s=%.3f iterations=%d factorisations=%d local_steps=%d converged=%d err_px_p50=%.3f p99=%.3f max=%.3f "
            "outliers=%d peak_rss_mb=%.1f\n",
-           dt, r.iterations, r.factorisations, r.local_steps, r.converged, e[n / 2], e[n * 99 / 100], maxe, r.noutliers, ru.ru_maxrss / 1024.0);
+           dt, cpu, r.iterations, r.factorisations, r.local_steps, r.converged, e[n / 2], e[n * 99 / 100], maxe, r.noutliers, ru.ru_maxrss / 1024.0);
     snprintf(path, sizeof path, "%s.%s.pos", prefix, solver);
     f = fopen(path, "wb");
     fwrite(r.position, 16, n, f);
