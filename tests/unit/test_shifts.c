@@ -151,7 +151,7 @@ static void test_old_tool_file(void **state) {
                "    - - 1\n"
                "      - 0\n"
                "    - 0.93\n"
-               "    1: [[0, 0], [0, 1], 0.5]\n"
+               "    1: !!python/tuple [[0, 0], [0, 1], 0.5]\n" /* yaml.dump of a tuple */
                "total_translation:\n"
                "  A/1/000000:\n"
                "  - 0\n"
