@@ -198,7 +198,7 @@ ts_status tz_array_read(const tz_array *arr, const int64_t *start, const int64_t
     const tz_array_meta *m = &arr->meta;
     int64_t lo[TZ_MAX_DIM], hi[TZ_MAX_DIM], idx[TZ_MAX_DIM];
     for (int d = 0; d < m->ndim; d++) {
-        if (start[d] < 0 || count[d] < 0 || start[d] + count[d] > m->shape[d])
+        if (start[d] < 0 || count[d] < 0 || count[d] > m->shape[d] - start[d]) /* no start + count: it may overflow */
             return ts_fail(err, TS_ERR_ARG, "zarr array '%s': read box [%lld, +%lld) outside axis %d of size %lld",
                            arr->path, (long long)start[d], (long long)count[d], d, (long long)m->shape[d]);
         if (count[d] == 0) return TS_OK;

@@ -734,6 +734,25 @@ static void test_absurd_chunk_shapes(void **state) {
     assert_false(ts_path_exists(tmp_path("absurd_create")));
 }
 
+/* A read box is checked without computing start + count, which overflows
+ * for a huge count and used to pass the check (then read far beyond). */
+static void test_read_box_bounds(void **state) {
+    (void)state;
+    tz_array_meta m = meta2d(2, 8, 8, 4, 4, TS_UINT16);
+    tz_array *a;
+    ts_error err;
+    assert_int_equal(tz_array_create(tmp_path("bounds"), &m, &a, &err), TS_OK);
+    uint16_t out[64];
+    int64_t s[2] = {0, 1}, c[2] = {1, INT64_MAX};
+    assert_int_equal(tz_array_read(a, s, c, out, &err), TS_ERR_ARG);
+    assert_non_null(strstr(err.message, tmp_path("bounds")));
+    int64_t s2[2] = {9, 0}, c2[2] = {0, 1};
+    assert_int_equal(tz_array_read(a, s2, c2, out, &err), TS_ERR_ARG);
+    int64_t s3[2] = {4, 4}, c3[2] = {4, 4};
+    assert_int_equal(tz_array_read(a, s3, c3, out, &err), TS_OK);
+    tz_array_close(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
@@ -752,6 +771,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_writes_and_reads),
         cmocka_unit_test(test_damaged_blocks),
         cmocka_unit_test(test_absurd_chunk_shapes),
+        cmocka_unit_test(test_read_box_bounds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
