@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -44,13 +46,42 @@ static ts_status parent_dirs(const char *path, ts_error *err) {
     return ts_mkdirs(dir, err);
 }
 
+/* A random number per process, so that processes with the same pid (MPI
+ * ranks in containers on the hosts of a shared file system, a re-run after a
+ * kill) do not walk through the same temporary names. */
+static unsigned long process_salt(void) {
+    static atomic_ulong salt;
+    unsigned long v = atomic_load(&salt);
+    if (v) return v;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = (unsigned long)ts.tv_nsec * 2654435761ul ^ (unsigned long)ts.tv_sec;
+    }
+    v |= 1;
+    unsigned long zero = 0;
+    return atomic_compare_exchange_strong(&salt, &zero, v) ? v : zero;
+}
+
+/* Creates a temporary file next to path with O_EXCL: a temporary is never
+ * shared with (truncated under) another writer or a stale file of a killed
+ * run; a taken name moves on to the next one. */
+static int open_temp(const char *path, char *tmp, size_t n) {
+    for (int attempt = 0; attempt < 64; attempt++) {
+        snprintf(tmp, n, "%s.tmp.%ld.%lx.%lu", path, (long)getpid(), process_salt(),
+                 (unsigned long)atomic_fetch_add(&tmp_counter, 1));
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err) {
     ts_status st = parent_dirs(path, err);
     if (st) return st;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(),
-             (unsigned long)atomic_fetch_add(&tmp_counter, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    int fd = open_temp(path, tmp, sizeof tmp);
     if (fd < 0) return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     const char *p = data;
     size_t left = size;

@@ -11,7 +11,8 @@
 /* mkdir -p. */
 ts_status ts_mkdirs(const char *path, ts_error *err);
 
-/* Writes data to path via "<path>.tmp.<pid>.<n>" + rename; creates parent
+/* Writes data to path via a temporary "<path>.tmp.<pid>.<salt>.<n>" (created
+ * with O_EXCL, so never shared with another writer) + rename; creates parent
  * directories. */
 ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err);
 

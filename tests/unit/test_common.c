@@ -64,6 +64,40 @@ static void test_atomic_write_and_read(void **state) {
     assert_false(ts_path_exists(dir));
 }
 
+/* Another writer's temporary files next to the target (a process with the
+ * same pid on another host of a shared file system, or a stale file of a
+ * killed run) are neither truncated nor renamed into place. */
+static void test_atomic_write_leaves_foreign_temporaries(void **state) {
+    (void)state;
+    char dir[512], path[600], foreign[700];
+    snprintf(dir, sizeof dir, "%s/common-foreign-%d", TESSERA_TEST_TMP, (int)getpid());
+    snprintf(path, sizeof path, "%s/file.bin", dir);
+    ts_error err;
+    assert_int_equal(ts_mkdirs(dir, &err), TS_OK);
+    for (int k = 0; k < 256; k++) {
+        snprintf(foreign, sizeof foreign, "%s.tmp.%ld.%d", path, (long)getpid(), k);
+        FILE *f = fopen(foreign, "w");
+        assert_non_null(f);
+        fputs("foreign", f);
+        fclose(f);
+    }
+    for (int rep = 0; rep < 3; rep++) assert_int_equal(ts_write_file_atomic(path, "mine", 4, &err), TS_OK);
+    void *data;
+    size_t n;
+    assert_int_equal(ts_read_file(path, &data, &n, &err), TS_OK);
+    assert_int_equal(n, 4);
+    assert_memory_equal(data, "mine", 4);
+    free(data);
+    for (int k = 0; k < 256; k++) {
+        snprintf(foreign, sizeof foreign, "%s.tmp.%ld.%d", path, (long)getpid(), k);
+        assert_int_equal(ts_read_file(foreign, &data, &n, &err), TS_OK);
+        assert_int_equal(n, 7);
+        assert_memory_equal(data, "foreign", 7);
+        free(data);
+    }
+    assert_int_equal(ts_remove_tree(dir, &err), TS_OK);
+}
+
 static void test_error_context(void **state) {
     (void)state;
     ts_error err;
@@ -77,6 +111,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_sums_every_index_once),
         cmocka_unit_test(test_atomic_write_and_read),
+        cmocka_unit_test(test_atomic_write_leaves_foreign_temporaries),
         cmocka_unit_test(test_error_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
