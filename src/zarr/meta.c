@@ -67,7 +67,25 @@ static ts_status parse_fill(const char *where, json_t *v, ts_dtype dtype, double
     bool is_float = dtype == TS_FLOAT32 || dtype == TS_FLOAT64;
     if (!v || json_is_null(v)) { *out = 0; return TS_OK; }
     if (json_is_boolean(v)) { *out = json_is_true(v) ? 1 : 0; return TS_OK; }
-    if (json_is_number(v)) { *out = json_number_value(v); return TS_OK; }
+    if (json_is_number(v)) {
+        /* An integer dtype's fill must be an integer it can hold: converting
+         * an out-of-range double (-1 for uint16, 1e20) is undefined in C. */
+        double d = json_number_value(v), lo = 0, hi = 0;
+        switch (dtype) {
+        case TS_INT8: lo = INT8_MIN, hi = INT8_MAX; break;
+        case TS_UINT8: hi = UINT8_MAX; break;
+        case TS_INT16: lo = INT16_MIN, hi = INT16_MAX; break;
+        case TS_UINT16: hi = UINT16_MAX; break;
+        case TS_INT32: lo = INT32_MIN, hi = INT32_MAX; break;
+        case TS_UINT32: hi = UINT32_MAX; break;
+        case TS_INT64: lo = -0x1p63, hi = 0x1p63; break;  /* exclusive bound: 2^63 itself is out */
+        case TS_UINT64: hi = 0x1p64; break;
+        case TS_BOOL: hi = 1; break;
+        default: *out = d; return TS_OK; /* floats */
+        }
+        bool exclusive = dtype == TS_INT64 || dtype == TS_UINT64;
+        if (d == floor(d) && d >= lo && (exclusive ? d < hi : d <= hi)) { *out = d; return TS_OK; }
+    }
     if (json_is_string(v) && is_float) {
         const char *s = json_string_value(v);
         if (strcmp(s, "NaN") == 0) { *out = NAN; return TS_OK; }

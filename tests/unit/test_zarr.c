@@ -753,6 +753,39 @@ static void test_read_box_bounds(void **state) {
     tz_array_close(a);
 }
 
+/* A fill_value the dtype cannot hold is a format error naming the array
+ * (it was converted with undefined behaviour: -1 as uint16, 1e20 as int32). */
+static void test_fill_value_out_of_range(void **state) {
+    (void)state;
+    struct { const char *dtype, *fill; ts_status want; double value; } cases[] = {
+        {"<u2", "-1", TS_ERR_FORMAT, 0},     {"<u2", "65536", TS_ERR_FORMAT, 0},
+        {"<i4", "1e20", TS_ERR_FORMAT, 0},   {"|u1", "1.5", TS_ERR_FORMAT, 0},
+        {"<i8", "9223372036854775807", TS_ERR_FORMAT, 0}, /* rounds to 2^63 as a double */
+        {"<u2", "65535", TS_OK, 65535},      {"|i1", "-128", TS_OK, -128},
+        {"<u2", "7.0", TS_OK, 7},            {"<f4", "1e20", TS_OK, 1e20},
+        {"|b1", "true", TS_OK, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char p[1100], f[1200], doc[512];
+        snprintf(p, sizeof p, "%s/fillrange%zu", tmpdir, i);
+        snprintf(f, sizeof f, "%s/.zarray", p);
+        snprintf(doc, sizeof doc,
+                 "{\"zarr_format\":2,\"shape\":[4],\"chunks\":[4],\"dtype\":\"%s\",\"compressor\":null,"
+                 "\"fill_value\":%s,\"order\":\"C\",\"filters\":null}", cases[i].dtype, cases[i].fill);
+        write_text(f, doc);
+        tz_array *a = NULL;
+        ts_error err;
+        assert_int_equal(tz_array_open(p, &a, &err), cases[i].want);
+        if (cases[i].want == TS_OK) {
+            assert_true(tz_array_get_meta(a)->fill_value == cases[i].value);
+            tz_array_close(a);
+        } else {
+            assert_non_null(strstr(err.message, p));
+            assert_non_null(strstr(err.message, "fill_value"));
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
@@ -772,6 +805,7 @@ int main(void) {
         cmocka_unit_test(test_damaged_blocks),
         cmocka_unit_test(test_absurd_chunk_shapes),
         cmocka_unit_test(test_read_box_bounds),
+        cmocka_unit_test(test_fill_value_out_of_range),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
