@@ -171,7 +171,15 @@ static ts_status parse_v3_codec(const char *where, json_t *cj, int ndim, tz_code
         } else {
             if (!json_is_array(o) || (int)json_array_size(o) != ndim)
                 return ts_fail(err, TS_ERR_FORMAT, "%s: transpose order must list %d axes", where, ndim);
-            for (int d = 0; d < ndim; d++) c->order[d] = (int)json_integer_value(json_array_get(o, (size_t)d));
+            bool seen[TZ_MAX_DIM] = {false};
+            for (int d = 0; d < ndim; d++) {
+                json_t *v = json_array_get(o, (size_t)d);
+                json_int_t k = json_is_integer(v) ? json_integer_value(v) : -1;
+                if (k < 0 || k >= ndim || seen[k])
+                    return ts_fail(err, TS_ERR_FORMAT, "%s: transpose order is not a permutation of %d axes", where, ndim);
+                seen[k] = true;
+                c->order[d] = (int)k;
+            }
         }
     } else if (strcmp(name, "blosc") == 0) {
         c->id = TZ_CODEC_BLOSC;
@@ -217,8 +225,11 @@ static ts_status parse_v3_codec(const char *where, json_t *cj, int ndim, tz_code
             if (id != TZ_CODEC_BYTES && id != TZ_CODEC_CRC32C)
                 return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: shard index_codecs other than bytes and crc32c", where);
         }
-        const char *loc = json_string_value(json_object_get(cfg, "index_location"));
-        sharding->index_at_start = loc && strcmp(loc, "start") == 0;
+        json_t *lj = json_object_get(cfg, "index_location");
+        const char *loc = lj ? json_string_value(lj) : "end"; /* optional, default "end" */
+        if (!loc || (strcmp(loc, "start") != 0 && strcmp(loc, "end") != 0))
+            return ts_fail(err, TS_ERR_FORMAT, "%s: sharding index_location must be \"start\" or \"end\"", where);
+        sharding->index_at_start = strcmp(loc, "start") == 0;
     } else {
         return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: codec \"%s\" is not supported", where, name);
     }

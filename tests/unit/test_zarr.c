@@ -786,6 +786,38 @@ static void test_fill_value_out_of_range(void **state) {
     }
 }
 
+/* Codec configurations that cannot be read as written are refused at open,
+ * naming the array: an index_location other than start/end (was read as
+ * "end", so an index at the start was taken from the wrong bytes) and a
+ * transpose order that is not a permutation. */
+static void test_bad_codec_configuration(void **state) {
+    (void)state;
+    const char *docs[] = {
+        "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[8],\"data_type\":\"uint8\","
+        "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[8]}},"
+        "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,\"codecs\":[{\"name\":\"sharding_indexed\","
+        "\"configuration\":{\"chunk_shape\":[4],\"codecs\":[{\"name\":\"bytes\"}],"
+        "\"index_codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}},{\"name\":\"crc32c\"}],"
+        "\"index_location\":\"Start\"}}]}",
+        "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[4,4],\"data_type\":\"uint8\","
+        "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[4,4]}},"
+        "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,\"codecs\":["
+        "{\"name\":\"transpose\",\"configuration\":{\"order\":[0,7]}},{\"name\":\"bytes\"}]}",
+    };
+    const char *needle[] = {"index_location", "transpose"};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        char p[1100], f[1200];
+        snprintf(p, sizeof p, "%s/badcodec%zu", tmpdir, i);
+        snprintf(f, sizeof f, "%s/zarr.json", p);
+        write_text(f, docs[i]);
+        tz_array *a = NULL;
+        ts_error err;
+        assert_int_equal(tz_array_open(p, &a, &err), TS_ERR_FORMAT);
+        assert_non_null(strstr(err.message, p));
+        assert_non_null(strstr(err.message, needle[i]));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors),
@@ -806,6 +838,7 @@ int main(void) {
         cmocka_unit_test(test_absurd_chunk_shapes),
         cmocka_unit_test(test_read_box_bounds),
         cmocka_unit_test(test_fill_value_out_of_range),
+        cmocka_unit_test(test_bad_codec_configuration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
