@@ -74,7 +74,7 @@ static float *strip_alloc(fuse_well *W, size_t bytes) {
             return p;
         }
     pthread_mutex_unlock(&W->recycle_mu);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

@@ -18,7 +18,8 @@
 /* Per-worker scratch, allocated once per well. */
 typedef struct fuse_scratch {
     float *num, *den;            /* block x block */
-    void *level[FUSE_MAX_LEVELS];/* C x (block>>k)^2 of the output dtype */
+    void *level[FUSE_MAX_LEVELS];/* C x (block>>k)^2 of the output dtype (mmapped) */
+    size_t level_bytes[FUSE_MAX_LEVELS];
     void *chunk;                 /* one 0.4 chunk */
 } fuse_scratch;
 
