@@ -24,6 +24,8 @@ static const char *SOLVE_USAGE =
     "  --outlier-px PX        pairs with a larger residual are outliers, default 5\n"
     "  --tile HxW             tile shape, for files without tile_shape (used as\n"
     "                         the pitch of an axis without pairs, and written out)\n"
+    "  --threads N            wells solved at once, default all cores (each\n"
+    "                         well's solve is single-threaded)\n"
     "  --json                 print a JSON summary on stdout\n"
     "  -h, --help             this help\n";
 
@@ -75,7 +77,7 @@ int cmd_solve(int argc, char **argv) {
     ts_solve_options o;
     ts_solve_options_init(&o);
     const char *input = NULL, *output = NULL;
-    int tile_h = 0, tile_w = 0;
+    int tile_h = 0, tile_w = 0, threads = 0;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -92,6 +94,8 @@ int cmd_solve(int argc, char **argv) {
             output = v;
         } else if (!strcmp(a, "--tile")) {
             if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_pair(cmd, a, v, 'x', &tile_h, &tile_w)) return CLI_USAGE;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, a, v, 0, 4096, &threads)) return CLI_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -106,7 +110,7 @@ int cmd_solve(int argc, char **argv) {
     if (!output) return cli_usage_error(cmd, "missing -o shifts.yaml");
     ts_error err = {0};
     ts_solve_summary sum;
-    if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
+    if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, threads, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
     if (json) {
         printf("{\"output\": \"%s\", \"solver\": \"%s\", \"wells\": %d, \"tiles\": %d, \"pairs\": %d, "
                "\"outliers\": %d, \"isolated_tiles\": %d, \"components\": %d, \"iterations\": %d, "

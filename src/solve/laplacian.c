@@ -160,7 +160,7 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
     lap->c.supernodal = CHOLMOD_SIMPLICIAL;
     lap->A = cholmod_allocate_sparse((size_t)n, (size_t)n, nnz, 1, 1, 1, CHOLMOD_REAL, &lap->c);
     lap->B = cholmod_zeros((size_t)n, 2, CHOLMOD_REAL, &lap->c);
-    lap->work = malloc((size_t)n * 8 * sizeof(double));
+    lap->work = calloc((size_t)n * 8, sizeof(double));
     lap->w_fact = malloc((size_t)(nedges ? nedges : 1) * sizeof(double));
     if (!lap->A || !lap->B || !lap->work || !lap->w_fact) {
         free(cnt);
@@ -254,8 +254,14 @@ static bool pcg(ts_laplacian *lap) {
         double rz_new[2] = {0, 0};
         for (int k = 0; k < 2 * n; k++) rz_new[k >= n] += r[k] * z[k];
         for (int c = 0; c < 2; c++) {
-            double beta = it == 0 || rz[c] == 0 ? 0 : rz_new[c] / rz[c];
-            for (int k = c * n; k < (c + 1) * n; k++) p[k] = z[k] + beta * p[k];
+            /* The first direction is z itself (p holds nothing yet: never
+             * read it, 0 * garbage may be NaN). */
+            if (it == 0 || rz[c] == 0) {
+                memcpy(p + c * n, z + c * n, (size_t)n * sizeof *p);
+            } else {
+                double beta = rz_new[c] / rz[c];
+                for (int k = c * n; k < (c + 1) * n; k++) p[k] = z[k] + beta * p[k];
+            }
             rz[c] = rz_new[c];
         }
         cholmod_free_dense(&Z, &lap->c);

@@ -79,17 +79,23 @@ void ts_solve_pitch_from_pairs(const ts_well_shifts *w, bool names_yx, double *p
 ts_status ts_solve_well(ts_shifts *s, int well, double pitch_y, double pitch_x,
                         const ts_solve_options *opt, ts_solve_result *stats, ts_error *err);
 
-/* Totals of ts_solve_file_ex, for the CLI's --json. */
+/* Totals of ts_solve_wells / ts_solve_file_ex, for the CLI's --json. */
 typedef struct ts_solve_summary {
     int wells, tiles, pairs, outliers, isolated, components;
     int max_iterations_used;
     bool converged;  /* every well converged (always true for L2) */
-    double seconds;  /* solve only, without reading/writing */
+    double seconds;  /* solve only, without reading/writing (wall clock) */
 } ts_solve_summary;
 
-/* ts_solve_file with a tile shape for files without tile_shape (0 = none)
- * and an optional summary. */
+/* ts_solve_well for every well, `threads` wells at a time (0 = all cores;
+ * each well's solve is single-threaded). On failure the error of the first
+ * failing well (in well order). summary may be NULL. */
+ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_solve_options *opt,
+                         int threads, ts_solve_summary *summary, ts_error *err);
+
+/* ts_solve_file with a tile shape for files without tile_shape (0 = none),
+ * a thread count for the wells (0 = all cores) and an optional summary. */
 ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_solve_options *opt,
-                           int tile_h, int tile_w, ts_solve_summary *summary, ts_error *err);
+                           int tile_h, int tile_w, int threads, ts_solve_summary *summary, ts_error *err);
 
 #endif

@@ -2,6 +2,7 @@
  * (tessera solve) from the pairwise measurements it keeps. */
 #include "solve/solve.h"
 #include "common/error.h"
+#include "common/pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -121,8 +122,72 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+typedef struct wells_job {
+    ts_shifts *s;
+    double pitch_y, pitch_x;
+    const ts_solve_options *opt;
+    ts_solve_result *res;
+    ts_error *errs;
+    ts_status *status;
+} wells_job;
+
+static int solve_one_well(void *user, int64_t i, int worker) {
+    (void)worker;
+    wells_job *j = user;
+    j->status[i] = ts_solve_well(j->s, (int)i, j->pitch_y, j->pitch_x, j->opt, &j->res[i], &j->errs[i]);
+    return j->status[i] != TS_OK;
+}
+
+ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_solve_options *opt, int threads,
+                         ts_solve_summary *summary, ts_error *err) {
+    int nw = s->nwells;
+    size_t n = (size_t)(nw ? nw : 1);
+    wells_job j = {.s = s, .pitch_y = pitch_y, .pitch_x = pitch_x, .opt = opt,
+                   .res = calloc(n, sizeof(ts_solve_result)), .errs = calloc(n, sizeof(ts_error)),
+                   .status = calloc(n, sizeof(ts_status))};
+    if (threads <= 0 || threads > ts_cpu_count()) threads = ts_cpu_count();
+    if (threads > nw) threads = nw > 0 ? nw : 1;
+    ts_pool *pool = j.res && j.errs && j.status ? ts_pool_create(threads) : NULL;
+    ts_status st = TS_OK;
+    if (!pool) {
+        st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
+        goto done;
+    }
+    double t0 = now_s();
+    /* Wells not reached after a failure keep status TS_OK and are ignored. */
+    ts_pool_for(pool, nw, solve_one_well, &j);
+    double seconds = now_s() - t0;
+    for (int i = 0; i < nw; i++)
+        if (j.status[i] != TS_OK) {
+            if (err) *err = j.errs[i];
+            st = j.status[i];
+            goto done;
+        }
+    if (summary) {
+        ts_solve_summary sum = {.converged = true, .seconds = seconds};
+        for (int i = 0; i < nw; i++) {
+            const ts_solve_result *r = &j.res[i];
+            sum.wells++;
+            sum.tiles += r->ntiles;
+            sum.pairs += r->npairs;
+            sum.outliers += r->noutliers;
+            sum.isolated += r->isolated;
+            sum.components += r->components;
+            if (r->iterations > sum.max_iterations_used) sum.max_iterations_used = r->iterations;
+            sum.converged &= r->converged;
+        }
+        *summary = sum;
+    }
+done:
+    ts_pool_destroy(pool);
+    free(j.res);
+    free(j.errs);
+    free(j.status);
+    return st;
+}
+
 ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_solve_options *opt, int tile_h,
-                           int tile_w, ts_solve_summary *summary, ts_error *err) {
+                           int tile_w, int threads, ts_solve_summary *summary, ts_error *err) {
     ts_solve_options defaults;
     if (!opt) {
         ts_solve_options_init(&defaults);
@@ -146,25 +211,12 @@ ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_
         s->tile_shape[0] = tile_h;
         s->tile_shape[1] = tile_w;
     }
-    ts_solve_summary sum = {.converged = true};
-    double t0 = now_s();
-    for (int wi = 0; wi < s->nwells; wi++) {
-        ts_solve_result r;
-        if ((st = ts_solve_well(s, wi, 0, 0, opt, &r, err))) {
-            ts_fail_context(err, "%s", pairs_yaml);
-            ts_shifts_free(s);
-            return st;
-        }
-        sum.wells++;
-        sum.tiles += r.ntiles;
-        sum.pairs += r.npairs;
-        sum.outliers += r.noutliers;
-        sum.isolated += r.isolated;
-        sum.components += r.components;
-        if (r.iterations > sum.max_iterations_used) sum.max_iterations_used = r.iterations;
-        sum.converged &= r.converged;
+    ts_solve_summary sum;
+    if ((st = ts_solve_wells(s, 0, 0, opt, threads, &sum, err))) {
+        ts_fail_context(err, "%s", pairs_yaml);
+        ts_shifts_free(s);
+        return st;
     }
-    sum.seconds = now_s() - t0;
     st = ts_shifts_write(output, s, err);
     ts_shifts_free(s);
     if (!st && summary) *summary = sum;
@@ -172,5 +224,5 @@ ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_
 }
 
 ts_status ts_solve_file(const char *pairs_yaml, const char *output, const ts_solve_options *opt, ts_error *err) {
-    return ts_solve_file_ex(pairs_yaml, output, opt, 0, 0, NULL, err);
+    return ts_solve_file_ex(pairs_yaml, output, opt, 0, 0, 0, NULL, err);
 }

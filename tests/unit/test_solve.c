@@ -515,7 +515,7 @@ static void test_solve_file(void **state) {
     ts_solve_options o;
     ts_solve_options_init(&o);
     ts_solve_summary sum;
-    if (ts_solve_file_ex(in, out, &o, 0, 0, &sum, &err) != TS_OK) fail_msg("%s", err.message);
+    if (ts_solve_file_ex(in, out, &o, 0, 0, 2, &sum, &err) != TS_OK) fail_msg("%s", err.message);
     assert_int_equal(sum.wells, 1);
     assert_int_equal(sum.tiles, g.n + 1);
     assert_int_equal(sum.isolated, 1);
@@ -554,6 +554,49 @@ static void test_solve_file(void **state) {
     free_grid(&g);
 }
 
+/* Wells solved in parallel give the same bytes as one at a time. */
+static ts_shifts *two_wells(void) {
+    ts_shifts *s = ts_shifts_new();
+    for (int k = 0; k < 3; k++) {
+        grid_case g = make_grid(12 + k, 9, 15, 0.3, 0.05, 20 + (uint64_t)k, NULL);
+        char well[8], name[16];
+        snprintf(well, sizeof well, "A/%d", k + 1);
+        int w = ts_shifts_add_well(s, well);
+        for (int i = 0; i < g.n; i++) {
+            snprintf(name, sizeof name, "%03d%03d", g.gx[i], g.gy[i]);
+            ts_shifts_add_tile(s, w, name);
+        }
+        for (int e = 0; e < g.npairs; e++)
+            ts_shifts_add_pair(s, w, g.pairs[e].a, g.pairs[e].b, g.pairs[e].dy, g.pairs[e].dx, g.pairs[e].confidence);
+        free_grid(&g);
+    }
+    return s;
+}
+
+static void test_wells_parallel(void **state) {
+    (void)state;
+    ts_shifts *a = two_wells(), *b = two_wells();
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    ts_solve_summary sa, sb;
+    ts_error err = {0};
+    assert_int_equal(ts_solve_wells(a, 0, 0, &o, 1, &sa, &err), TS_OK);
+    assert_int_equal(ts_solve_wells(b, 0, 0, &o, 3, &sb, &err), TS_OK);
+    assert_int_equal(sa.wells, 3);
+    assert_int_equal(sa.tiles, sb.tiles);
+    assert_int_equal(sa.outliers, sb.outliers);
+    for (int w = 0; w < 3; w++) {
+        assert_memory_equal(a->wells[w].position, b->wells[w].position, sizeof(double) * 2 * a->wells[w].ntiles);
+        assert_memory_equal(a->wells[w].origin, b->wells[w].origin, sizeof(int64_t) * 2 * a->wells[w].ntiles);
+    }
+    /* A failing well is reported by name. */
+    a->wells[1].pairs[4].dx = NAN;
+    assert_int_equal(ts_solve_wells(a, 0, 0, &o, 3, NULL, &err), TS_ERR_NUMERIC);
+    assert_non_null(strstr(err.message, "A/2"));
+    ts_shifts_free(a);
+    ts_shifts_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_recovery),     cmocka_unit_test(test_none_is_unweighted),
@@ -561,7 +604,7 @@ int main(void) {
         cmocka_unit_test(test_disconnected_groups),
         cmocka_unit_test(test_isolated_tiles),     cmocka_unit_test(test_outliers_reported),
         cmocka_unit_test(test_pair_direction),     cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
-        cmocka_unit_test(test_solve_file),
+        cmocka_unit_test(test_solve_file),         cmocka_unit_test(test_wells_parallel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
