@@ -57,42 +57,27 @@ static ts_status array_from_doc(const char *path, json_t *doc, int format, const
 ts_status tz_array_open(const char *path, tz_array **out, ts_error *err) {
     *out = NULL;
     char mpath[4096];
-    void *text = NULL;
-    size_t size;
+    json_t *doc = NULL;
     bool found = false;
     int format = 3;
     snprintf(mpath, sizeof mpath, "%s/zarr.json", path);
-    ts_status st = ts_read_file_opt(mpath, &text, &size, &found, err);
+    ts_status st = tz_load_json(mpath, &doc, &found, err);
     if (st) return st;
     if (!found) {
         format = 2;
         snprintf(mpath, sizeof mpath, "%s/.zarray", path);
-        st = ts_read_file_opt(mpath, &text, &size, &found, err);
+        st = tz_load_json(mpath, &doc, &found, err);
         if (st) return st;
         if (!found) return tz_no_node(path, "array (neither zarr.json nor .zarray)", err);
-    }
-    json_error_t je;
-    json_t *doc = json_loadb(text, size, 0, &je);
-    free(text);
-    if (!doc || !json_is_object(doc)) {
-        json_decref(doc);
-        return ts_fail(err, TS_ERR_FORMAT, "%s: invalid JSON at line %d: %s", mpath, je.line, je.text);
     }
     char *attrs = NULL;
     if (format == 2) {
         char apath[4096];
         snprintf(apath, sizeof apath, "%s/.zattrs", path);
-        void *atext = NULL;
-        st = ts_read_file_opt(apath, &atext, &size, &found, err);
+        json_t *a = NULL;
+        st = tz_load_json(apath, &a, &found, err);
         if (st) { json_decref(doc); return st; }
         if (found) {
-            json_t *a = json_loadb(atext, size, 0, &je);
-            free(atext);
-            if (!a || !json_is_object(a)) {
-                json_decref(a);
-                json_decref(doc);
-                return ts_fail(err, TS_ERR_FORMAT, "%s: not a JSON object", apath);
-            }
             attrs = json_dumps(a, JSON_COMPACT);
             json_decref(a);
         }
@@ -108,22 +93,15 @@ ts_status tz_array_create(const char *path, const tz_array_meta *meta, tz_array 
     json_t *doc;
     ts_status st = tz_meta_to_json(path, meta, &doc, err);
     if (st) return st;
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/%s", path, meta->zarr_format == 2 ? ".zarray" : "zarr.json");
-    char *text = json_dumps(doc, JSON_INDENT(2));
-    st = text ? ts_write_file_atomic(mpath, text, strlen(text), err)
-              : ts_fail(err, TS_ERR_NOMEM, "out of memory writing '%s'", mpath);
-    free(text);
+    st = tz_write_json(path, meta->zarr_format == 2 ? ".zarray" : "zarr.json", doc, err);
     char *attrs = NULL;
     if (!st && meta->zarr_format == 2 && meta->attributes_json) {
         json_t *a;
         st = tz_parse_attributes(path, meta->attributes_json, &a, err);
         if (!st) {
-            attrs = json_dumps(a, JSON_INDENT(2));
+            attrs = json_dumps(a, JSON_COMPACT);
+            st = tz_write_json(path, ".zattrs", a, err);
             json_decref(a);
-            char apath[4096];
-            snprintf(apath, sizeof apath, "%s/.zattrs", path);
-            st = ts_write_file_atomic(apath, attrs, strlen(attrs), err);
         }
     }
     if (!st && out) st = array_from_doc(path, doc, meta->zarr_format == 2 ? 2 : 3, attrs, out, err);

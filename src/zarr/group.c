@@ -25,7 +25,7 @@ ts_status tz_no_node(const char *path, const char *what, ts_error *err) {
     return ts_fail(err, TS_ERR_FORMAT, "no zarr %s at '%s'", what, path);
 }
 
-static ts_status write_json(const char *dir, const char *name, json_t *doc, ts_error *err) {
+ts_status tz_write_json(const char *dir, const char *name, json_t *doc, ts_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *text = json_dumps(doc, JSON_INDENT(2));
@@ -42,20 +42,20 @@ ts_status tz_group_create(const char *path, int zarr_format, const char *attribu
     json_t *doc = json_object();
     if (zarr_format == 2) {
         json_object_set_new(doc, "zarr_format", json_integer(2));
-        st = write_json(path, ".zgroup", doc, err);
-        if (!st) st = write_json(path, ".zattrs", attrs, err);
+        st = tz_write_json(path, ".zgroup", doc, err);
+        if (!st) st = tz_write_json(path, ".zattrs", attrs, err);
         json_decref(attrs);
     } else {
         json_object_set_new(doc, "zarr_format", json_integer(3));
         json_object_set_new(doc, "node_type", json_string("group"));
         json_object_set_new(doc, "attributes", attrs);
-        st = write_json(path, "zarr.json", doc, err);
+        st = tz_write_json(path, "zarr.json", doc, err);
     }
     json_decref(doc);
     return st;
 }
 
-static ts_status load_json(const char *path, json_t **out, bool *found, ts_error *err) {
+ts_status tz_load_json(const char *path, json_t **out, bool *found, ts_error *err) {
     void *text = NULL;
     size_t size = 0;
     *out = NULL;
@@ -65,8 +65,10 @@ static ts_status load_json(const char *path, json_t **out, bool *found, ts_error
     json_t *doc = json_loadb(text, size, 0, &je);
     free(text);
     if (!doc || !json_is_object(doc)) {
+        ts_status st = doc ? ts_fail(err, TS_ERR_FORMAT, "%s: not a JSON object", path)
+                           : ts_fail(err, TS_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
         json_decref(doc);
-        return ts_fail(err, TS_ERR_FORMAT, "%s: invalid JSON object at line %d: %s", path, je.line, je.text);
+        return st;
     }
     *out = doc;
     return TS_OK;
@@ -78,7 +80,7 @@ ts_status tz_node_attributes(const char *path, int *zarr_format, char **attribut
     json_t *doc;
     bool found;
     snprintf(p, sizeof p, "%s/zarr.json", path);
-    ts_status st = load_json(p, &doc, &found, err);
+    ts_status st = tz_load_json(p, &doc, &found, err);
     if (st) return st;
     json_t *attrs = NULL;
     if (found) {
@@ -96,7 +98,7 @@ ts_status tz_node_attributes(const char *path, int *zarr_format, char **attribut
         if (!is_node) return tz_no_node(path, "group or array (no zarr.json, .zgroup or .zarray)", err);
         *zarr_format = 2;
         snprintf(p, sizeof p, "%s/.zattrs", path);
-        st = load_json(p, &doc, &found, err);
+        st = tz_load_json(p, &doc, &found, err);
         if (st) return st;
         attrs = doc;
     }

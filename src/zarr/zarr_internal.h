@@ -67,6 +67,12 @@ ts_status tz_parse_attributes(const char *where, const char *text, json_t **out,
 /* Fill value as one element of dtype, native endian. */
 void tz_fill_element(ts_dtype dtype, double fill, unsigned char out[8]);
 
+/* group.c: a JSON object document; a missing file is *found = false, not an
+ * error; invalid JSON or a non-object is TS_ERR_FORMAT naming the file. */
+ts_status tz_load_json(const char *path, json_t **out, bool *found, ts_error *err);
+/* Writes doc (indented) to dir/name with ts_write_file_atomic. */
+ts_status tz_write_json(const char *dir, const char *name, json_t *doc, ts_error *err);
+
 /* group.c: the error for a path with no zarr metadata: TS_ERR_UNSUPPORTED
  * when the path is (inside) a zip file, else TS_ERR_FORMAT. */
 ts_status tz_no_node(const char *path, const char *what, ts_error *err);
