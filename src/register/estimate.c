@@ -401,8 +401,8 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     if (!c.cache || !c.workers) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
 
     if (ts_pool_for(pool, c.nedges, register_edge, &c) != 0 || c.failed) {
-        *err = c.err;
-        st = err->code ? err->code : TS_ERR_INTERNAL;
+        st = c.err.code ? c.err.code : TS_ERR_INTERNAL;
+        if (err) *err = c.err; /* err may be NULL, as for ts_fail */
         goto done;
     }
 
