@@ -11,7 +11,10 @@ ts_status ts_estimate_place(ts_shifts *s, int h, int w, const ts_estimate_option
     for (int wi = 0; wi < s->nwells; wi++) {
         ts_solve_result stats;
         ts_status st = ts_solve_well(s, wi, pitch_y, pitch_x, &opt->solve, &stats, err);
-        if (st != TS_OK) return ts_fail_context(err, "solving well %s", s->wells[wi].well);
+        if (st != TS_OK) {
+            ts_fail_context(err, "solving well %s", s->wells[wi].well);
+            return st; /* not ts_fail_context's value: that is TS_ERR_INTERNAL when err is NULL */
+        }
         if (result) {
             result->outlier_pairs += stats.noutliers;
             result->isolated_tiles += stats.isolated;
