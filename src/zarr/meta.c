@@ -79,7 +79,7 @@ static ts_status parse_fill(const char *where, json_t *v, ts_dtype dtype, double
         case TS_INT32: lo = INT32_MIN, hi = INT32_MAX; break;
         case TS_UINT32: hi = UINT32_MAX; break;
         case TS_INT64: lo = -0x1p63, hi = 0x1p63; break;  /* exclusive bound: 2^63 itself is out */
-        case TS_UINT64: hi = 0x1p64; break;
+        case TS_UINT64: hi = 0x1p63; break; /* written back as a JSON (signed 64-bit) integer */
         case TS_BOOL: hi = 1; break;
         default: *out = d; return TS_OK; /* floats */
         }

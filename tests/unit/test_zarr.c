@@ -761,6 +761,7 @@ static void test_fill_value_out_of_range(void **state) {
         {"<u2", "-1", TS_ERR_FORMAT, 0},     {"<u2", "65536", TS_ERR_FORMAT, 0},
         {"<i4", "1e20", TS_ERR_FORMAT, 0},   {"|u1", "1.5", TS_ERR_FORMAT, 0},
         {"<i8", "9223372036854775807", TS_ERR_FORMAT, 0}, /* rounds to 2^63 as a double */
+        {"<u8", "1e19", TS_ERR_FORMAT, 0},   /* could not be written back as a JSON integer */
         {"<u2", "65535", TS_OK, 65535},      {"|i1", "-128", TS_OK, -128},
         {"<u2", "7.0", TS_OK, 7},            {"<f4", "1e20", TS_OK, 1e20},
         {"|b1", "true", TS_OK, 1},
