@@ -14,9 +14,9 @@
  *   pairs:                       # a, b, dy, dx (origin b - origin a), confidence
  *     A/1:
  *     - [A/1/000000, A/1/001000, 0.4, 1898.2, 0.93]
- *   positions:                   # float [y, x] origins (extra key)
+ *   positions:                   # float [y, x] origins, to 1e-6 px (extra key)
  *     A/1/000000: [0.0, 0.0]
- *   residuals:                   # per well: [ry, rx] per pair, (p_b - p_a) - d (extra key)
+ *   residuals:                   # per well: [ry, rx] per pair, (p_b - p_a) - d, to 1e-6 px
  *     A/1: [[0.01, -0.2]]
  *   outliers:                    # per well: list of pair indices (extra key)
  *     A/1: [3, 17]

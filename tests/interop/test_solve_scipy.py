@@ -162,7 +162,7 @@ def main():
     with open(out) as f1, open(out2) as f2:
         p1 = yaml.safe_load(f1)["positions"]
         p2 = yaml.safe_load(f2)["positions"]
-    assert max(abs(p1[k][i] - p2[k][i]) for k in p1 for i in range(2)) < 1e-6
+    assert max(abs(p1[k][i] - p2[k][i]) for k in p1 for i in range(2)) < 2e-6  # written to 1e-6 px
 
     # A file without tile_shape whose pairs only run left/right: the y pitch
     # of the tile in another row comes from --tile; without it, an error.
@@ -181,9 +181,9 @@ def main():
     # The row's mean sits at its grid mean (x pitch 901 = median of the pairs);
     # the lone tile at grid (0, 3) with y pitch 1000 (the tile height).
     row_mean_y = np.mean([p[f"C/2/{n}"][0] for n in ("000000", "001000", "002000")])
-    assert abs(p["C/2/000003"][0] - row_mean_y - 3000.0) < 1e-9, p
+    assert abs(p["C/2/000003"][0] - row_mean_y - 3000.0) < 1e-5, p  # positions: 1e-6 px
     row_mean_x = np.mean([p[f"C/2/{n}"][1] for n in ("000000", "001000", "002000")])
-    assert abs(p["C/2/000003"][1] - (row_mean_x - 901.0)) < 1e-9, p
+    assert abs(p["C/2/000003"][1] - (row_mean_x - 901.0)) < 1e-5, p
 
     # Errors: a NaN shift names the well and tiles; bad usage exits 2.
     bad = os.path.join(TMP, "solve_scipy_bad.yaml")
