@@ -39,12 +39,14 @@ for fmt in 0.5 0.4; do
   done
   shard=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['shard'], d['canvas'])")
   echo "tessera fuse --format $fmt: $best output MP/s (best of 3), peak_rss_mb=$bestrss (chunk 512, shard/block ${shard})"
-  "$WORK/fuse_iofloor" "$WORK/plate.zarr" "$WORK/out.zarr/A/1/0/0" "$WORK/floor.zarr" "$THREADS" \
-    | "$PY" -c "
+  for _ in 1 2 3; do  # best of 3, as for tessera
+    "$WORK/fuse_iofloor" "$WORK/plate.zarr" "$WORK/out.zarr/A/1/0/0" "$WORK/floor.zarr" "$THREADS"
+  done | "$PY" -c "
 import sys
-kv = dict(x.split('=') for x in sys.stdin.read().split())
+runs = [dict(x.split('=') for x in line.split()) for line in sys.stdin if '=' in line]
+kv = min(runs, key=lambda r: float(r['decode_s']) + float(r['encode_write_s']))
 t = float(kv['decode_s']) + float(kv['encode_write_s'])
-print('I/O floor (%s): decode %s s + encode/write %s s = %.2f output MP/s, peak_rss_mb=%s' % ('$fmt', kv['decode_s'], kv['encode_write_s'], float(kv['mpix']) / t, kv['peak_rss_mb']))"
+print('I/O floor (%s): decode %s s + encode/write %s s = %.2f output MP/s (best of 3), peak_rss_mb=%s' % ('$fmt', kv['decode_s'], kv['encode_write_s'], float(kv['mpix']) / t, kv['peak_rss_mb']))"
 done
 "$PY" "$SRC/bench/fuse_bench.py" "$WORK/plate.zarr" "$WORK/truth.yaml" "$WORK/ref.zarr" 512
 
