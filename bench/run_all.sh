@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Every benchmark, one after the other (`make bench`). Each prints tessera's
+# figure beside a baseline measured in the same run, and peak memory. The
+# full set takes tens of minutes on 2 cores (the scipy and PyYAML baselines
+# dominate); run a single script for one figure.
+#   bash bench/run_all.sh [BUILD_DIR]
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:-build}
+status=0
+for b in zarr_read ome_list simulate shifts_load register_bench solve_bench fuse_bench; do
+  echo "=== bench/$b.sh"
+  bash "$HERE/$b.sh" "$BUILD" || { echo "bench/$b.sh failed"; status=1; }
+  echo
+done
+exit $status
