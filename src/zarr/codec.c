@@ -6,6 +6,7 @@
 #include "zarr/zarr_internal.h"
 
 #include <blosc.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -156,12 +157,25 @@ static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char
         int level = c->level < 0 ? Z_DEFAULT_COMPRESSION : c->level;
         if (deflateInit2(&zs, level, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
             return ts_fail(err, TS_ERR_CODEC, "deflateInit failed (level %d)", c->level);
+        /* zlib counts in uInt: feed chunks over 4 GiB in pieces (one
+         * (uInt) cast compressed only the first n mod 2^32 bytes). */
         zs.next_in = (Bytef *)in;
-        zs.avail_in = (uInt)n;
         zs.next_out = o;
-        zs.avail_out = (uInt)cap;
-        int r = deflate(&zs, Z_FINISH);
-        size_t got = zs.total_out;
+        size_t in_left = n, out_left = cap;
+        int r;
+        do {
+            if (zs.avail_in == 0) {
+                zs.avail_in = in_left > UINT_MAX ? UINT_MAX : (uInt)in_left;
+                in_left -= zs.avail_in;
+            }
+            if (zs.avail_out == 0) {
+                zs.avail_out = out_left > UINT_MAX ? UINT_MAX : (uInt)out_left;
+                out_left -= zs.avail_out;
+            }
+            r = deflate(&zs, in_left == 0 ? Z_FINISH : Z_NO_FLUSH);
+        } while (r == Z_OK ||
+                 (r == Z_BUF_ERROR && ((zs.avail_out == 0 && out_left > 0) || (zs.avail_in == 0 && in_left > 0))));
+        size_t got = (size_t)(zs.next_out - o);
         deflateEnd(&zs);
         if (r != Z_STREAM_END) return ts_fail(err, TS_ERR_CODEC, "deflate failed (%d)", r);
         *out_n = got;
@@ -205,15 +219,23 @@ static ts_status inflate_buf(const unsigned char *in, size_t n, unsigned char *d
         buf = malloc(size);
         if (!buf) { inflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (inflate)"); }
     }
-    zs.next_in = (Bytef *)in;
-    zs.avail_in = (uInt)n;
+    /* zlib counts in uInt: input and output over 4 GiB go in pieces. */
+    size_t unfed = n;
     int r;
     for (;;) {
+        if (zs.avail_in == 0 && unfed > 0) {
+            zs.next_in = (Bytef *)(in + (n - unfed));
+            zs.avail_in = unfed > UINT_MAX ? UINT_MAX : (uInt)unfed;
+            unfed -= zs.avail_in;
+        }
+        size_t room = size - zs.total_out;
         zs.next_out = buf + zs.total_out;
-        zs.avail_out = (uInt)(size - zs.total_out);
-        r = inflate(&zs, Z_FINISH);
+        zs.avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
+        r = inflate(&zs, unfed == 0 ? Z_FINISH : Z_NO_FLUSH);
         if (r == Z_STREAM_END) break;
-        if ((r == Z_BUF_ERROR || r == Z_OK) && zs.avail_out == 0 && !dst) {
+        if (r != Z_OK && r != Z_BUF_ERROR) break;
+        if ((zs.avail_in == 0 && unfed > 0) || (zs.avail_out == 0 && size > zs.total_out)) continue;
+        if (zs.avail_out == 0 && !dst) {
             size_t ns = size * 2;
             unsigned char *nb = realloc(buf, ns);
             if (!nb) { free(buf); inflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (inflate)"); }
