@@ -166,10 +166,14 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     const existing_out ex = W.existing;
     ts_status st = TS_OK;
 
+    /* Keep an eighth (and up to 32 MiB more) of --memory for what is not
+     * counted below: the program itself, codec buffers, allocator slack. */
+    size_t reserve = opt->memory / 8 + (opt->memory / 8 < ((size_t)32 << 20) ? opt->memory / 8 : ((size_t)32 << 20));
+    const size_t usable = opt->memory - reserve;
     fuse_sizing sz = {
         .canvas_h = H, .canvas_w = Wd, .C = C, .out_elem = W.out_elem,
         .chunk = opt->chunk, .shard = opt->shard, .levels = opt->levels,
-        .threads = W.nworkers, .memory = opt->memory,
+        .threads = W.nworkers, .memory = usable,
     };
     for (int i = 0; i < W.ntiles; i++) {
         if (W.tiles[i].h > sz.tile_h) sz.tile_h = W.tiles[i].h;
@@ -204,7 +208,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     size_t fixed = (size_t)W.nworkers * fuse_block_bytes(&sz, W.L.block);
     /* What the worker buffers leave of --memory bounds the tile strips held
      * (at least a quarter of it: the block size was chosen to fit). */
-    size_t budget = opt->memory > fixed + opt->memory / 4 ? opt->memory - fixed : opt->memory / 4;
+    size_t budget = usable > fixed + usable / 4 ? usable - fixed : usable / 4;
     W.recycle_cap = budget / 4;
     fuse_stage_fns fns;
     fuse_stage_fns_init(&W, &fns);
