@@ -15,8 +15,8 @@ ts_status ts_fail(ts_error *err, ts_status code, const char *fmt, ...) {
     return code;
 }
 
-ts_status ts_fail_context(ts_error *err, const char *fmt, ...) {
-    if (!err) return TS_ERR_INTERNAL;
+ts_status ts_fail_context(ts_error *err, ts_status code, const char *fmt, ...) {
+    if (!err) return code;
     char prefix[512];
     va_list ap;
     va_start(ap, fmt);
@@ -33,8 +33,8 @@ ts_status ts_fail_context(ts_error *err, const char *fmt, ...) {
     size_t no = strnlen(old, room);
     memcpy(err->message + np + 2, old, no);
     err->message[np + 2 + no] = '\0';
-    if (err->code == TS_OK) err->code = TS_ERR_INTERNAL;
-    return err->code;
+    err->code = code;
+    return code;
 }
 
 const char *ts_status_name(ts_status code) {

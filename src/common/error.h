@@ -14,9 +14,11 @@
 /* Sets err (if not NULL) and returns code, so callers can `return ts_fail(...)`. */
 ts_status ts_fail(ts_error *err, ts_status code, const char *fmt, ...) TS_PRINTF(3, 4);
 
-/* Prefixes an existing message with context ("reading A/1/000000: ...").
- * Returns err->code. */
-ts_status ts_fail_context(ts_error *err, const char *fmt, ...) TS_PRINTF(2, 3);
+/* Prefixes the message already in err with context ("reading A/1/000000:
+ * ...") and sets its code to `code` (the status the failed call returned, or
+ * a more precise one). Returns code whether or not err is NULL, so callers
+ * can `return ts_fail_context(err, st, ...)`. */
+ts_status ts_fail_context(ts_error *err, ts_status code, const char *fmt, ...) TS_PRINTF(3, 4);
 
 static inline void ts_error_clear(ts_error *err) {
     if (err) { err->code = TS_OK; err->message[0] = '\0'; }

@@ -145,7 +145,7 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
                      (long long)W.existing.W, (long long)W.canvas_h, (long long)W.canvas_w);
     if (st) {
         free(W.tiles);
-        if (err && !strstr(err->message, well->path)) ts_fail_context(err, "well %s", well->path);
+        if (err && !strstr(err->message, well->path)) ts_fail_context(err, st, "well %s", well->path);
         return st;
     }
     *Wp = W;
@@ -251,7 +251,7 @@ done:
     fuse_weights_free(&W);
     free(W.tiles);
     Wp->tiles = NULL;
-    if (st && err && !strstr(err->message, well->path)) ts_fail_context(err, "well %s", well->path);
+    if (st && err && !strstr(err->message, well->path)) ts_fail_context(err, st, "well %s", well->path);
     return st;
 }
 

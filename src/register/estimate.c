@@ -165,7 +165,7 @@ fail:
     free(flat);
     free(out);
     if (arr) tz_array_close(arr);
-    return ts_fail_context(err, "reading tile %s/%s", wi->path, wi->positions[p]);
+    return ts_fail_context(err, st, "reading tile %s/%s", wi->path, wi->positions[p]);
 }
 
 /* ------------------------------------------------------------ registration */
@@ -362,7 +362,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
                                     &c.geom[TS_PAIR_RIGHT], err)) != TS_OK ||
         (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c.h, (int)c.w, opt->overlap_y, &c.reg,
                                     &c.geom[TS_PAIR_BELOW], err)) != TS_OK) {
-        ts_fail_context(err, "estimate on %lldx%lld tiles (after orientation)", (long long)c.h, (long long)c.w);
+        ts_fail_context(err, st, "estimate on %lldx%lld tiles (after orientation)", (long long)c.h, (long long)c.w);
         goto done;
     }
     if ((st = build_graph(&c, s, err)) != TS_OK) goto done;

@@ -12,8 +12,7 @@ ts_status ts_estimate_place(ts_shifts *s, int h, int w, const ts_estimate_option
         ts_solve_result stats;
         ts_status st = ts_solve_well(s, wi, pitch_y, pitch_x, &opt->solve, &stats, err);
         if (st != TS_OK) {
-            ts_fail_context(err, "solving well %s", s->wells[wi].well);
-            return st; /* not ts_fail_context's value: that is TS_ERR_INTERNAL when err is NULL */
+            return ts_fail_context(err, st, "solving well %s", s->wells[wi].well);
         }
         if (result) {
             result->outlier_pairs += stats.noutliers;

@@ -88,7 +88,7 @@ ts_status ts_solve_well(ts_shifts *s, int wi, double pitch_y, double pitch_x, co
         return ts_fail(err, TS_ERR_ARG, "well %s: %s; no tile_shape to fall back on (give the tile shape, e.g. "
                        "tessera solve --tile HxW)", w->well, msg);
     }
-    if (st) return ts_fail_context(err, "well %s", w->well);
+    if (st) return ts_fail_context(err, st, "well %s", w->well);
     if (!ts_shifts_ensure_positions(s, wi)) {
         ts_solve_result_free(&res);
         return ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
@@ -213,7 +213,7 @@ ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_
     }
     ts_solve_summary sum;
     if ((st = ts_solve_wells(s, 0, 0, opt, threads, &sum, err))) {
-        ts_fail_context(err, "%s", pairs_yaml);
+        ts_fail_context(err, st, "%s", pairs_yaml);
         ts_shifts_free(s);
         return st;
     }

@@ -163,8 +163,7 @@ static ts_status read_chunk(const tz_array *arr, const int64_t *idx, const int64
     free(data);
     if (st) {
         if (st != TS_ERR_NOMEM && st != TS_ERR_UNSUPPORTED) st = TS_ERR_CORRUPT;
-        if (err) err->code = st;
-        ts_fail_context(err, "zarr array '%s', chunk '%s'", arr->path, key);
+        ts_fail_context(err, st, "zarr array '%s', chunk '%s'", arr->path, key);
         return st;
     }
     if (!whole) tz_copy_box(m->ndim, arr->esize, target, m->chunk, box_off, buf, count, dst_off, extent);
@@ -242,7 +241,7 @@ ts_status tz_array_write_block(tz_array *arr, const int64_t *idx, const void *da
     } else {
         st = tz_encode_chunk(&m->codecs, m->dtype, m->big_endian, m->ndim, m->chunk, data, &enc, &size, err);
         if (st) {
-            ts_fail_context(err, "zarr array '%s', chunk '%s'", arr->path, key);
+            ts_fail_context(err, st, "zarr array '%s', chunk '%s'", arr->path, key);
             return st;
         }
     }

@@ -71,9 +71,7 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
     index_shape(arr, ishape);
     st = tz_decode_chunk(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, raw, arr->index_bytes, index, err);
     if (st) {
-        st = TS_ERR_CORRUPT;
-        if (err) err->code = st;
-        ts_fail_context(err, "'%s' (shard '%s'): shard index", file, key);
+        st = ts_fail_context(err, TS_ERR_CORRUPT, "'%s' (shard '%s'): shard index", file, key);
         goto done;
     }
     /* Inner chunks overlapping the box. */
@@ -118,8 +116,7 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
             st = tz_decode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, enc, nb, chunk, &ctx, err);
             if (st) {
                 if (st != TS_ERR_NOMEM && st != TS_ERR_UNSUPPORTED) st = TS_ERR_CORRUPT;
-                if (err) err->code = st;
-                ts_fail_context(err, "'%s' (shard '%s'), inner chunk %lld", file, key, (long long)lin);
+                ts_fail_context(err, st, "'%s' (shard '%s'), inner chunk %lld", file, key, (long long)lin);
                 goto done;
             }
             tz_copy_box(nd, arr->esize, chunk, ic, coff, dst, dst_shape, doff, cext);
@@ -171,7 +168,7 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
             const void *enc;
             size_t n;
             st = tz_encode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, chunk, &enc, &n, &ctx, err);
-            if (st) { ts_fail_context(err, "zarr array '%s', shard '%s', inner chunk %zu", arr->path, key, lin); goto done; }
+            if (st) { ts_fail_context(err, st, "zarr array '%s', shard '%s', inner chunk %zu", arr->path, key, lin); goto done; }
             if (pos + n + arr->index_bytes > cap) {
                 size_t ncap = cap * 2 > pos + n + arr->index_bytes ? cap * 2 : pos + n + arr->index_bytes;
                 unsigned char *nf = realloc(file, ncap);

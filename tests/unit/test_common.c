@@ -102,7 +102,8 @@ static void test_error_context(void **state) {
     (void)state;
     ts_error err;
     ts_fail(&err, TS_ERR_CORRUPT, "bad crc in '%s'", "c/0/0");
-    ts_fail_context(&err, "reading %s", "plate.zarr");
+    assert_int_equal(ts_fail_context(&err, TS_ERR_CORRUPT, "reading %s", "plate.zarr"), TS_ERR_CORRUPT);
+    assert_int_equal(ts_fail_context(NULL, TS_ERR_IO, "no error struct"), TS_ERR_IO);
     assert_string_equal(err.message, "reading plate.zarr: bad crc in 'c/0/0'");
     assert_int_equal(err.code, TS_ERR_CORRUPT);
 }
