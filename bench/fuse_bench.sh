@@ -7,21 +7,9 @@
 # then tessera's peak RSS on canvases of 1x, 4x and 16x the area at a fixed
 # block size and memory bound (it must not grow with the canvas).
 #   bash bench/fuse_bench.sh [BUILD_DIR] [THREADS]   (default build, 2)
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 THREADS=${2:-2}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-T="$BUILD/tessera"
-
-cmake --build "$BUILD" --target tessera tessera_cli -j2 >/dev/null
-# shellcheck disable=SC2046
-cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -I"$SRC/src" -I"$SRC/include" "$SRC/bench/fuse_iofloor.c" \
-  "$BUILD/libtessera.a" $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
-  -lcholmod -lpthread -lm -o "$WORK/fuse_iofloor"
+source "$(dirname "$0")/lib.sh"
 
 echo "== throughput: 8x6 tiles of 512x512 uint16, overlap 51 px, 1 channel, OME-Zarr 0.4 input, threads $THREADS"
 "$T" simulate -o "$WORK/plate.zarr" --grid 8x6 --tile 512x512 --overlap 51 --format 0.4 \
@@ -40,7 +28,7 @@ for fmt in 0.5 0.4; do
   shard=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['shard'], d['canvas'])")
   echo "tessera fuse --format $fmt: $best output MP/s (best of 3), peak_rss_mb=$bestrss (chunk 512, shard/block ${shard})"
   for _ in 1 2 3; do  # best of 3, as for tessera
-    "$WORK/fuse_iofloor" "$WORK/plate.zarr" "$WORK/out.zarr/A/1/0/0" "$WORK/floor.zarr" "$THREADS"
+    "$BUILD/bench/fuse_iofloor" "$WORK/plate.zarr" "$WORK/out.zarr/A/1/0/0" "$WORK/floor.zarr" "$THREADS"
   done | "$PY" -c "
 import sys
 runs = [dict(x.split('=') for x in line.split()) for line in sys.stdin if '=' in line]

@@ -28,12 +28,12 @@ int main(int argc, char **argv) {
             snprintf(wn[w], 16, "%c/%d", 'A' + w / 24, w % 24 + 1);
             wells[w] = wn[w];
         }
-        char (*pn)[8] = calloc((size_t)np, 8);
+        char (*pn)[24] = calloc((size_t)np, 24);
         const char **pos = calloc((size_t)np, sizeof *pos);
         int side = 1;
         while (side * side < np) side++;
         for (int p = 0; p < np; p++) {
-            snprintf(pn[p], 8, "%03d%03d", p % side, p / side);
+            snprintf(pn[p], 24, "%03d%03d", p % side, p / side);
             pos[p] = pn[p];
         }
         ts_plate_layout L = {.path = argv[2], .version = ver == 4 ? TS_OME_04 : TS_OME_05,

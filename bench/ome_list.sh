@@ -5,20 +5,8 @@
 # Run for one well of 170k positions and for 384 wells of ~443 positions,
 # in OME-Zarr 0.4 and 0.5.
 #   bash bench/ome_list.sh [BUILD_DIR]   (default build)
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-
-cmake --build "$BUILD" --target tessera -j2 >/dev/null
-# shellcheck disable=SC2046
-cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/src" -I"$SRC/include" \
-  "$SRC/bench/ome_list.c" "$BUILD/libtessera.a" \
-  $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
-  -lcholmod -lpthread -lm -o "$WORK/ome_list"
+source "$(dirname "$0")/lib.sh"
 
 py_list() { # store version
   "$PY" - "$1" "$2" <<'PYEOF'
@@ -45,9 +33,9 @@ for ver in 4 5; do
   for shape in "1 170000" "384 443"; do
     set -- $shape
     STORE="$WORK/plate_v$ver.zarr"
-    "$WORK/ome_list" gen "$STORE" "$ver" "$1" "$2"
+    "$BUILD/bench/ome_list" gen "$STORE" "$ver" "$1" "$2"
     echo "OME-Zarr 0.$ver, $1 well(s) x $2 positions ($(du -sh "$STORE" | cut -f1) of metadata)"
-    echo "  tessera ts_plate_open: $("$WORK/ome_list" list "$STORE")"
+    echo "  tessera ts_plate_open: $("$BUILD/bench/ome_list" list "$STORE")"
     echo "  python json baseline : $(py_list "$STORE" "$ver")"
   done
 done

@@ -5,16 +5,9 @@
 #   - scikit-image phase_cross_correlation on the same strips
 #     (bench/register_bench.py): pairs/s of the correlation alone, error.
 #   bash bench/register_bench.sh [BUILD_DIR] [THREADS]   (default build, 2)
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 THREADS=${2:-2}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-T="$BUILD/tessera"
-cmake --build "$BUILD" --target tessera_cli -j2 >/dev/null
+source "$(dirname "$0")/lib.sh"
 
 run() { # label, extra args...
   local label=$1; shift

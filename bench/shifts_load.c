@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
         s->has_tile_shape = true;
         s->tile_shape[0] = s->tile_shape[1] = 2048;
         int w = ts_shifts_add_well(s, "A/1");
-        char name[16];
+        char name[24];
         srand(1);
         for (int y = 0; y < side; y++)
             for (int x = 0; x < side; x++) {

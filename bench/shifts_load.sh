@@ -5,23 +5,12 @@
 # same file, with peak RSS of each.
 #   bash bench/shifts_load.sh [BUILD_DIR] [SIDE]   (default build, 409 -> 167,281 tiles)
 #   SKIP_SAFELOADER=1 skips the slow pure-Python run.
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 SIDE=${2:-409}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-
-cmake --build "$BUILD" --target tessera -j2 >/dev/null
-# shellcheck disable=SC2046
-cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -I"$SRC/src" -I"$SRC/include" "$SRC/bench/shifts_load.c" \
-  "$BUILD/libtessera.a" $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
-  -lcholmod -lpthread -lm -o "$WORK/shifts_load"
+source "$(dirname "$0")/lib.sh"
 
 FILE="$WORK/shifts.yaml"
-"$WORK/shifts_load" gen "$FILE" "$SIDE"
+"$BUILD/bench/shifts_load" gen "$FILE" "$SIDE"
 echo "file: $(du -h "$FILE" | cut -f1), $(wc -l <"$FILE") lines"
 
 run_py() { # loader name
@@ -38,7 +27,7 @@ print(f"load_s={dt:.3f} tiles={n} pairs={p} peak_rss_mb={resource.getrusage(reso
 PYEOF
 }
 
-T=$("$WORK/shifts_load" load "$FILE")
+T=$("$BUILD/bench/shifts_load" load "$FILE")
 C=$(run_py CSafeLoader)
 echo "tessera      : $T"
 echo "CSafeLoader  : $C"

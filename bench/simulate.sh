@@ -5,16 +5,10 @@
 # least a Python simulator would do, without any specimen rendering. Wall
 # time, MB/s of raw pixels, and peak RSS of each.
 #   bash bench/simulate.sh [BUILD_DIR] [GRID] [TILE]   (default build 6x6 2048x2048)
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 GRID=${2:-6x6}
 TILE=${3:-2048x2048}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cmake --build "$BUILD" --target tessera_cli -j2 >/dev/null
+source "$(dirname "$0")/lib.sh"
 
 cols=${GRID%x*}; rows=${GRID#*x}; th=${TILE%x*}; tw=${TILE#*x}
 mb=$(awk -v n=$((cols * rows)) -v h="$th" -v w="$tw" 'BEGIN{printf "%.1f", n*h*w*2/1048576}')

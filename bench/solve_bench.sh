@@ -4,28 +4,17 @@
 # (in-process, and `tessera solve` end to end with file read/write) beside a
 # scipy lsmr-based L2 and IRLS on the same system; seconds, ratio, peak RSS.
 #   bash bench/solve_bench.sh [BUILD_DIR] [SIDE] [WRONG] [MAX_SCIPY_IRLS_ITERATIONS]
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 SIDE=${2:-409}
 WRONG=${3:-0.02}
 CAP=${4:-5}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-
-cmake --build "$BUILD" --target tessera tessera_cli -j2 >/dev/null
-# shellcheck disable=SC2046
-cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/src" -I"$SRC/include" "$SRC/bench/solve_bench.c" \
-  "$BUILD/libtessera.a" $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
-  -lcholmod -lpthread -lm -o "$WORK/solve_bench"
+source "$(dirname "$0")/lib.sh"
 
 P="$WORK/plate"
-"$WORK/solve_bench" gen "$SIDE" "$WRONG" "$P"
-L2=$("$WORK/solve_bench" solve "$P" l2)
-L1=$("$WORK/solve_bench" solve "$P" l1)
-L1W=$("$WORK/solve_bench" solve "$P" l1 linear)
+"$BUILD/bench/solve_bench" gen "$SIDE" "$WRONG" "$P"
+L2=$("$BUILD/bench/solve_bench" solve "$P" l2)
+L1=$("$BUILD/bench/solve_bench" solve "$P" l1)
+L1W=$("$BUILD/bench/solve_bench" solve "$P" l1 linear)
 echo "tessera l2           : $L2"
 echo "tessera l1           : $L1"
 echo "tessera l1 linear    : $L1W"

@@ -5,25 +5,14 @@
 # arrays; and writing the tile as one sharded zstd block beside the same
 # compression through one reused ZSTD_CCtx; minimum time over REPS (the machine may be shared), peak RSS of each.
 #   bash bench/zarr_read.sh [BUILD_DIR] [REPS]   (default build, 20)
-set -euo pipefail
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 REPS=${2:-20}
-case "$BUILD" in /*) ;; *) BUILD="$SRC/$BUILD" ;; esac
-PY=${TESSERA_PYTHON:-/usr/bin/python3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/lib.sh"
 
-cmake --build "$BUILD" --target tessera -j2 >/dev/null 2>&1
-# shellcheck disable=SC2046
-cc -O2 -std=c17 -D_POSIX_C_SOURCE=200809L -I"$SRC/src" -I"$SRC/include" "$SRC/bench/zarr_read.c" \
-  "$BUILD/libtessera.a" $(pkg-config --libs fftw3f blosc libzstd zlib yaml-0.1 jansson libtiff-4 libpng) \
-  -lcholmod -lpthread -lm -o "$WORK/zarr_read"
-
-"$WORK/zarr_read" gen "$WORK"
+"$BUILD/bench/zarr_read" gen "$WORK"
 du -sh "$WORK"/v2_zstd "$WORK"/v2_blosc_lz4 "$WORK"/v3_zstd_sharded512 | sed 's|'"$WORK"'/||'
-"$WORK/zarr_read" time "$WORK" "$REPS"
-"$WORK/zarr_read" write "$WORK" "$REPS"
+"$BUILD/bench/zarr_read" time "$WORK" "$REPS"
+"$BUILD/bench/zarr_read" write "$WORK" "$REPS"
 "$PY" - "$WORK" "$REPS" <<'PYEOF'
 import resource, sys, time, zarr
 work, reps = sys.argv[1], int(sys.argv[2])
