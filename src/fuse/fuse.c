@@ -73,6 +73,14 @@ static ts_status peek_existing(const char *image_path, existing_out *ex, ts_erro
     ex->chunk = m->sharded ? m->sharding.inner_chunk[3] : m->chunk[3];
     ex->shard = m->sharded ? m->chunk[3] / ex->chunk : 0;
     tz_array_close(arr);
+    /* Its pyramid is kept whole: a --t-out run updates every level it has
+     * (fewer would leave stale levels, more would add levels holding only
+     * this timepoint). */
+    while (ex->levels + 1 < FUSE_MAX_LEVELS) {
+        snprintf(path, sizeof path, "%s/%d", image_path, ex->levels + 1);
+        if (!ts_is_dir(path)) break;
+        ex->levels++;
+    }
     return TS_OK;
 }
 
@@ -183,6 +191,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
         sz.canvas_h = ex.H, sz.canvas_w = ex.W;
         sz.chunk = (int)ex.chunk;
         sz.shard = (int)ex.shard;
+        sz.levels = ex.levels;
         W.format = ex.zarr_format == 2 ? TS_OME_04 : TS_OME_05;
     }
     st = fuse_layout_init(&W.L, &sz, err);

@@ -28,6 +28,7 @@ typedef struct existing_out {
     bool present;
     int zarr_format;
     int64_t T, H, W, chunk, shard;
+    int levels;                  /* extra pyramid levels it has (arrays 1..levels) */
 } existing_out;
 
 /* Everything one well's fusion needs. */

@@ -243,6 +243,19 @@ def t_out_into_existing_output():
         assert np.array_equal(got[0], got[2]) and not got[1].any()
         run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--t-out", 5,
             "--chunk", "16", "--format", fmt, expect=2)
+        # An existing pyramid is updated whole whatever --levels says: a run
+        # without --levels used to leave level 1 of T 0 empty (stale), one
+        # with more levels added a level holding only its timepoint.
+        pyr = os.path.join(d, "pyr%s.zarr" % fmt)
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", pyr, "--t-out", 1,
+            "--chunk", "16", "--levels", 1, "--format", fmt)
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", pyr, "--t-out", 0,
+            "--chunk", "16", "--format", fmt)
+        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", pyr, "--t-out", 0,
+            "--chunk", "16", "--levels", 2, "--format", fmt)
+        lv1 = R.read_output(pyr, "A/1", level=1)
+        assert lv1[1].any() and np.array_equal(lv1[0], lv1[1]), "level 1 of T 0 not written by --t-out 0"
+        assert not os.path.exists(os.path.join(pyr, "A", "1", "0", "2")), "--t-out added a pyramid level"
 
 
 @case
