@@ -44,6 +44,13 @@ bool cli_pair(const char *cmd, const char *flag, const char *text, char sep, int
 /* A flag's value: argv[i+1], advancing i; prints a usage error if missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 
+/* Prints s on stdout as a JSON string literal (quoted, escaped): paths in
+ * --json summaries may hold quotes, backslashes or control characters. */
+void cli_json_string(const char *s);
+
+/* Monotonic clock in seconds, for the timings of --json summaries. */
+double cli_now(void);
+
 /* Progress drawn on stderr when it is a terminal, silent otherwise. */
 void cli_progress(void *user, const char *stage, int64_t done, int64_t total);
 bool cli_is_terminal(void);

@@ -112,10 +112,12 @@ int cmd_solve(int argc, char **argv) {
     ts_solve_summary sum;
     if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, threads, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
     if (json) {
-        printf("{\"output\": \"%s\", \"solver\": \"%s\", \"wells\": %d, \"tiles\": %d, \"pairs\": %d, "
+        printf("{\"output\": ");
+        cli_json_string(output);
+        printf(", \"solver\": \"%s\", \"wells\": %d, \"tiles\": %d, \"pairs\": %d, "
                "\"outliers\": %d, \"isolated_tiles\": %d, \"components\": %d, \"iterations\": %d, "
                "\"converged\": %s, \"seconds\": %.3f}\n",
-               output, o.solver == TS_SOLVER_L1 ? "l1" : "l2", sum.wells, sum.tiles, sum.pairs, sum.outliers,
+               o.solver == TS_SOLVER_L1 ? "l1" : "l2", sum.wells, sum.tiles, sum.pairs, sum.outliers,
                sum.isolated, sum.components, sum.max_iterations_used, sum.converged ? "true" : "false",
                sum.seconds);
     } else if (!sum.converged) {

@@ -115,7 +115,9 @@ int cmd_stitch(int argc, char **argv) {
     if (ts_fuse_run(&fo, &fr, &err) != TS_OK) return cli_fail(cmd, &err);
     double t2 = now_seconds();
     if (json) {
-        printf("{\"shifts\": \"%s\", \"estimate\": ", shifts_out);
+        printf("{\"shifts\": ");
+        cli_json_string(shifts_out);
+        printf(", \"estimate\": ");
         cli_estimate_report(&er, t1 - t0);
         printf(", \"fuse\": ");
     }

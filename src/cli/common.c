@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -106,4 +107,30 @@ void cli_progress(void *user, const char *stage, int64_t done, int64_t total) {
     fprintf(stderr, "\r%-10s %3d%% (%lld/%lld)", stage, pct, (long long)done, (long long)total);
     if (done >= total) fputc('\n', stderr);
     fflush(stderr);
+}
+
+void cli_json_string(const char *s) {
+    json_t *j = json_string(s);
+    char *text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    /* Not UTF-8 (json_string refuses it): the bytes as Latin-1, escaped. */
+    if (!text) {
+        putchar('"');
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+            if (*p == '"' || *p == '\\') printf("\\%c", *p);
+            else if (*p < 0x20 || *p >= 0x7f) printf("\\u%04x", *p);
+            else putchar(*p);
+        }
+        putchar('"');
+        json_decref(j);
+        return;
+    }
+    fputs(text, stdout);
+    free(text);
+    json_decref(j);
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

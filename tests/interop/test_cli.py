@@ -1,0 +1,92 @@
+"""The command-line contract (SPEC section 7) across every subcommand: --help
+exits 0 on stdout, an unknown option exits 2 with one line on stderr, a
+failure exits 1 with one line, nothing is drawn on stderr when it is not a
+terminal, and every --json summary is valid JSON (json.loads), also when the
+paths it names hold quotes and backslashes. Plates come from
+`tessera simulate`."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN = os.environ.get("TESSERA_BIN", "tessera")
+TMP = tempfile.mkdtemp(prefix="cli_", dir=os.environ.get("TESSERA_TEST_TMP"))
+COMMANDS = ["simulate", "estimate", "solve", "fuse", "stitch", "info", "preview"]
+failures = []
+
+
+def run(*args):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True)
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def one_line(p):
+    return len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
+
+
+def main():
+    for c in COMMANDS:
+        p = run(c, "--help")
+        check(p.returncode == 0 and "usage" in p.stdout and not p.stderr, f"{c} --help: {p.returncode} {p.stderr!r}")
+        p = run(c, "--no-such-flag")
+        check(p.returncode == 2 and one_line(p) and "--no-such-flag" in p.stderr,
+              f"{c} --no-such-flag: exit {p.returncode}, stderr {p.stderr!r}")
+
+    plate = os.path.join(TMP, "p.zarr")
+    truth = os.path.join(TMP, "truth.yaml")
+    p = run("simulate", "-o", plate, "--grid", "3x2", "--tile", "40x48", "--overlap", "10", "--seed", "2",
+            "--format", "0.4", "--truth", truth)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: simulate: {p.stderr}")
+    check(not p.stderr, f"simulate is not quiet off a terminal: {p.stderr!r}")
+
+    # Paths a shell user can make: quotes and backslashes must be escaped in --json.
+    odd = os.path.join(TMP, 'we"ird\\dir')
+    os.makedirs(odd)
+    out = os.path.join(odd, "st.zarr")
+    p = run("stitch", plate, "-o", out, "--overlap", "10", "--chunk", "16", "--json")
+    check(p.returncode == 0 and not p.stderr, f"stitch: exit {p.returncode} {p.stderr!r}")
+    try:
+        s = json.loads(p.stdout)
+        check(s["shifts"] == out + ".shifts.yaml", f"stitch --json shifts {s['shifts']!r}")
+        check(s["fuse"]["wells"] == 1 and s["estimate"]["tiles"] == 6, f"stitch --json {s}")
+    except (ValueError, KeyError) as e:
+        failures.append(f"stitch --json is not valid JSON ({e}): {p.stdout!r}")
+
+    solved = os.path.join(odd, "re\"solved.yaml")
+    p = run("solve", out + ".shifts.yaml", "-o", solved, "--json")
+    try:
+        check(p.returncode == 0 and json.loads(p.stdout)["output"] == solved, f"solve --json {p.stdout!r}")
+    except ValueError as e:
+        failures.append(f"solve --json is not valid JSON ({e}): {p.stdout!r}")
+
+    for args in (["estimate", plate, "-o", os.path.join(TMP, "e.yaml"), "--overlap", "10"],
+                 ["fuse", plate, truth, "-o", os.path.join(TMP, "f.zarr"), "--chunk", "16"],
+                 ["info", out]):
+        p = run(*args, "--json")
+        try:
+            json.loads(p.stdout)
+        except ValueError as e:
+            failures.append(f"{args[0]} --json is not valid JSON ({e}): {p.stdout!r}")
+        check(p.returncode == 0, f"{args[0]}: exit {p.returncode} {p.stderr!r}")
+
+    # A failure that is not a usage error: exit 1, one line naming the file.
+    p = run("fuse", plate, os.path.join(TMP, "missing.yaml"), "-o", os.path.join(TMP, "g.zarr"))
+    check(p.returncode == 1 and one_line(p) and "missing.yaml" in p.stderr, f"fuse missing shifts: {p.returncode} {p.stderr!r}")
+
+    shutil.rmtree(TMP, ignore_errors=True)
+    for f in failures:
+        print("FAIL:", f)
+    if failures:
+        sys.exit(1)
+    print("ok: CLI contract")
+
+
+if __name__ == "__main__":
+    main()
