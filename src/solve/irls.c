@@ -60,6 +60,30 @@ static bool build_adjacency(irls_ctx *c) {
     return true;
 }
 
+/* The cost these IRLS weights minimise: w0 |r| above IRLS_EPS and the
+ * quadratic w0 (r^2 / eps + eps) / 2 that meets it below (each IRLS step is a
+ * majorise-minimise step of it, so it never increases). */
+static double cost(const irls_ctx *c) {
+    double f = 0;
+    for (int e = 0; e < c->m; e++) {
+        if (!c->usable[e]) continue;
+        double ry = c->pos[c->eb[e]][0] - c->pos[c->ea[e]][0] - c->d[e][0];
+        double rx = c->pos[c->eb[e]][1] - c->pos[c->ea[e]][1] - c->d[e][1];
+        double r = sqrt(ry * ry + rx * rx);
+        f += c->w0[e] * (r > IRLS_EPS ? r : 0.5 * (r * r / IRLS_EPS + IRLS_EPS));
+    }
+    return f;
+}
+
+/* The second stopping rule: a step that lowered the cost by less than
+ * cost_tolerance of it. On tiles whose pairs tie (two of four wrong, one of
+ * two), the L1 cost is flat along the tie and IRLS creeps along it for
+ * hundreds of steps with the cost unchanged to 1e-6: no step there makes the
+ * answer better, so none is worth taking. */
+static bool cost_settled(const irls_ctx *c, double before, double after) {
+    return c->opt->cost_tolerance > 0 && before - after <= c->opt->cost_tolerance * after;
+}
+
 /* Local IRLS: once only a few tiles still move (typically around a pair of
  * nearly tied wrong/right measurements, where IRLS creeps), iterate on those
  * tiles and two rings of neighbours with every other tile held where it is.
@@ -100,6 +124,7 @@ static ts_status local_phase(irls_ctx *c, int *it, bool *ran, ts_error *err) {
     for (int e = 0; e < c->m; e++) usable[e] = c->usable[e] && (active[c->ea[e]] || active[c->eb[e]]);
     if ((st = ts_laplacian_create(n, unknown, c->m, c->ea, c->eb, usable, &loc, err))) goto done;
     *ran = true;
+    double f = cost(c);
     while (*it < c->opt->max_iterations) {
         memcpy(c->prev, c->pos, (size_t)n * sizeof *c->pos);
         reweight(c, active);
@@ -109,6 +134,9 @@ static ts_status local_phase(irls_ctx *c, int *it, bool *ran, ts_error *err) {
         c->out->local_steps++;
         c->out->max_change = max_change(c, active, NULL);
         if (c->out->max_change < c->opt->tolerance) break;
+        double before = f;
+        f = cost(c);
+        if (cost_settled(c, before, f)) break;
     }
     /* Held tiles did not move, so this step's translation of the groups is
      * restored by the gauge. */
@@ -122,13 +150,15 @@ done:
     return st;
 }
 
-/* L2: one solve. L1: IRLS until no tile moves by tolerance (checked on a
- * whole-plate step) or max_iterations steps. */
+/* L2: one solve. L1: IRLS until no tile moves by tolerance, or a step
+ * lowers the cost by less than cost_tolerance of it (both checked on a
+ * whole-plate step), or max_iterations steps. */
 ts_status ts_solve_iterate(irls_ctx *c, ts_error *err) {
     bool l1 = c->opt->solver == TS_SOLVER_L1;
     c->out->converged = !l1;
     int it = 0;
     bool after_local = false;
+    double f_prev = INFINITY; /* cost of the positions the step started from */
     for (;;) {
         bool factorised;
         ts_status st = ts_laplacian_solve(c->lap, c->w, c->d, NULL, c->pos, it > 0, &factorised, err);
@@ -140,7 +170,7 @@ ts_status ts_solve_iterate(irls_ctx *c, ts_error *err) {
         int moving = c->n;
         if (it > 1) {
             c->out->max_change = max_change(c, NULL, &moving);
-            if (c->out->max_change < c->opt->tolerance) {
+            if (c->out->max_change < c->opt->tolerance || cost_settled(c, f_prev, cost(c))) {
                 c->out->converged = true;
                 break;
             }
@@ -158,6 +188,7 @@ ts_status ts_solve_iterate(irls_ctx *c, ts_error *err) {
         }
         memcpy(c->prev, c->pos, (size_t)c->n * sizeof *c->pos);
         reweight(c, NULL);
+        f_prev = cost(c);
     }
     c->out->iterations = it;
     return TS_OK;

@@ -56,6 +56,8 @@ static ts_status check_options(const ts_solve_options *opt, ts_error *err) {
         return ts_fail(err, TS_ERR_ARG, "solve: max_iterations must be >= 1 (got %d)", opt->max_iterations);
     if (!(opt->tolerance > 0))
         return ts_fail(err, TS_ERR_ARG, "solve: tolerance must be > 0 (got %g)", opt->tolerance);
+    if (!(opt->cost_tolerance >= 0) || !isfinite(opt->cost_tolerance))
+        return ts_fail(err, TS_ERR_ARG, "solve: cost_tolerance must be >= 0 (got %g)", opt->cost_tolerance);
     if (!(opt->outlier_px > 0))
         return ts_fail(err, TS_ERR_ARG, "solve: outlier_px must be > 0 (got %g)", opt->outlier_px);
     return TS_OK;

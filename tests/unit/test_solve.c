@@ -258,6 +258,7 @@ static void test_l1_fixed_point(void **state) {
     ts_solve_options_init(&o);
     o.edge_weights = TS_EDGE_WEIGHTS_LINEAR;
     o.tolerance = 1e-6;
+    o.cost_tolerance = 0; /* to the fixed point, however slowly */
     o.max_iterations = 500;
     ts_solve_result r;
     solve_ok(&p, &o, &r);
@@ -286,6 +287,36 @@ static void test_l1_fixed_point(void **state) {
     ts_solve_result_free(&r);
     ts_solve_result_free(&r2);
     free(q);
+    free_grid(&g);
+}
+
+/* Plain L1 on a plate with ties (tiles with as many wrong pairs as right
+ * ones): IRLS creeps along the flat L1 cost there and used to run into
+ * max_iterations, unconverged. The cost rule stops it once a step no longer
+ * lowers the cost, with the same answer where there is one. */
+static void test_l1_ties_converge(void **state) {
+    (void)state;
+    grid_case g = make_grid(60, 60, 20, 0.3, 0.03, 17, NULL);
+    ts_solve_problem p = problem_of(&g);
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    ts_solve_result r, slow;
+    solve_ok(&p, &o, &r);
+    o.cost_tolerance = 0;
+    o.max_iterations = 300;
+    solve_ok(&p, &o, &slow);
+    print_message("l1 60x60 with ties: %d iterations (converged %d); without the cost rule %d (converged %d)\n",
+                  r.iterations, r.converged, slow.iterations, slow.converged);
+    assert_true(r.converged);
+    assert_true(r.iterations < 50);
+    double med, max, med_slow, max_slow;
+    errors(&g, &r, &med, &max);
+    errors(&g, &slow, &med_slow, &max_slow);
+    print_message("error median %.4f / %.4f px (cost rule / none)\n", med, med_slow);
+    assert_true(fabs(med - med_slow) < 0.01);
+    assert_true(med < 1.0);
+    ts_solve_result_free(&r);
+    ts_solve_result_free(&slow);
     free_grid(&g);
 }
 
@@ -601,6 +632,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_recovery),     cmocka_unit_test(test_none_is_unweighted),
         cmocka_unit_test(test_wrong_edges),        cmocka_unit_test(test_l1_fixed_point),
+        cmocka_unit_test(test_l1_ties_converge),
         cmocka_unit_test(test_disconnected_groups),
         cmocka_unit_test(test_isolated_tiles),     cmocka_unit_test(test_outliers_reported),
         cmocka_unit_test(test_pair_direction),     cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
