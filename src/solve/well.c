@@ -82,7 +82,7 @@ ts_status ts_solve_well(ts_shifts *s, int wi, double pitch_y, double pitch_x, co
     ts_status st = ts_solve_positions(&prob, opt, &res, err);
     free(gx);
     free(gy);
-    if (st == TS_ERR_ARG && !s->has_tile_shape && (!(py > 0) || !(px > 0))) {
+    if (st == TS_ERR_ARG && err && !s->has_tile_shape && (!(py > 0) || !(px > 0))) {
         char msg[sizeof err->message];
         snprintf(msg, sizeof msg, "%s", err->message);
         return ts_fail(err, TS_ERR_ARG, "well %s: %s; no tile_shape to fall back on (give the tile shape, e.g. "

@@ -585,6 +585,26 @@ static void test_solve_file(void **state) {
     free_grid(&g);
 }
 
+/* A well that cannot be placed (two groups, no pitch along y, no
+ * tile_shape) fails with TS_ERR_ARG also when the caller passes no
+ * ts_error (the hint used to be built from err->message: a NULL deref). */
+static void test_well_error_without_ts_error(void **state) {
+    (void)state;
+    ts_shifts *s = ts_shifts_new();
+    int w = ts_shifts_add_well(s, "A/1");
+    ts_shifts_add_tile(s, w, "000000");
+    ts_shifts_add_tile(s, w, "001000");
+    ts_shifts_add_tile(s, w, "000005");
+    ts_shifts_add_pair(s, w, 0, 1, 0.5, 1000.0, 0.9);
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    assert_int_equal(ts_solve_well(s, w, 0, 0, &o, NULL, NULL), TS_ERR_ARG);
+    ts_error err = {0};
+    assert_int_equal(ts_solve_well(s, w, 0, 0, &o, NULL, &err), TS_ERR_ARG);
+    assert_non_null(strstr(err.message, "tile_shape"));
+    ts_shifts_free(s);
+}
+
 /* Wells solved in parallel give the same bytes as one at a time. */
 static ts_shifts *two_wells(void) {
     ts_shifts *s = ts_shifts_new();
@@ -637,6 +657,7 @@ int main(void) {
         cmocka_unit_test(test_isolated_tiles),     cmocka_unit_test(test_outliers_reported),
         cmocka_unit_test(test_pair_direction),     cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
         cmocka_unit_test(test_solve_file),         cmocka_unit_test(test_wells_parallel),
+        cmocka_unit_test(test_well_error_without_ts_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
