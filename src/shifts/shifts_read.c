@@ -293,12 +293,19 @@ static ts_status read_grid_ref(reader *r, const char *ctx, int *x, int *y) {
             return fail_at(r, "%s: '%.40s' is not a grid position", ctx, scalar(r));
         return next(r);
     }
-    double v[2];
-    ts_status st = read_vec2(r, ctx, v);
+    /* Grid coordinates are 3-digit name fields: an integer in [0, 999]
+     * (anything else would not name a tile, and casting a huge value to int
+     * is undefined). */
+    if (!is(r, YAML_SEQUENCE_START_EVENT)) return fail_at(r, "%s: expected [x, y]", ctx);
+    ts_status st = next(r);
+    int *out[2] = {x, y};
+    for (int i = 0; !st && i < 2; i++) {
+        if (is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected [x, y]", ctx);
+        st = read_int(r, ctx, 0, 999, out[i]);
+    }
     if (st) return st;
-    *x = (int)v[0];
-    *y = (int)v[1];
-    return TS_OK;
+    if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected [x, y], got more", ctx);
+    return next(r);
 }
 
 /* confidence: WELL: {ID: [[xa, ya], [xb, yb], c]} */

@@ -284,6 +284,12 @@ static void test_errors(void **state) {
     expect_error("pairwell.yaml", "total_translation: {}\npairs:\n  A/1:\n  - [B/1/000000, A/1/001000, 1, 2, 0.9]\n",
                  TS_ERR_FORMAT, "B/1/000000", NULL);
     expect_error("outlier.yaml", "total_translation: {}\noutliers:\n  A/1: [4]\n", TS_ERR_FORMAT, "outliers", "4");
+    /* Old-tool confidence entries: grid coordinates must be grid
+     * coordinates (a huge value was cast to int: undefined). */
+    expect_error("confhuge.yaml", "total_translation: {}\nconfidence:\n  A/1:\n    '0': [[1e300, 0], [1, 0], 0.9]\n",
+                 TS_ERR_FORMAT, "confidence A/1 '0'", "1e+300");
+    expect_error("confhalf.yaml", "total_translation: {}\nconfidence:\n  A/1:\n    '0': [[0, 0], [1.5, 0], 0.9]\n",
+                 TS_ERR_FORMAT, "confidence A/1 '0'", "1.5");
     expect_error("rot.yaml", "total_translation: {}\norientation: {flipud: maybe}\n", TS_ERR_FORMAT, "flipud", NULL);
     char missing[512];
     tmp_path(missing, sizeof missing, "does_not_exist.yaml");
