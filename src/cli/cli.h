@@ -30,6 +30,25 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
 /* Prints the fuse result summary (--json) and the orientation warning. */
 void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds);
 
+/* Flags that estimate, fuse and stitch share with one meaning. */
+typedef struct cli_common {
+    const char *output;          /* -o, --output */
+    ts_orientation orientation;  /* --flipud, --fliplr, --rot90 K */
+    bool orientation_given;
+    const char *wells;           /* --wells LIST */
+    int threads;                 /* --threads N (0 = all cores) */
+    bool json;                   /* --json */
+} cli_common;
+
+/* Parses argv[*i] if it is one of the cli_common flags: 1 consumed, 0 not
+ * one of them, -1 usage error (printed). */
+int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common *c);
+
+/* What is left of an argument: an unknown option is a usage error, else it
+ * is stored as positional argument *npos of at most max. Returns CLI_OK or
+ * CLI_USAGE (printed). */
+int cli_positional(const char *cmd, const char *arg, const char **pos, int *npos, int max);
+
 /* "tessera <cmd>: message" on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...);
 /* Prints the library error on stderr; returns CLI_FAIL. */

@@ -1,7 +1,6 @@
 /* tessera estimate: register neighbouring tiles and solve tile positions. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 
@@ -25,6 +24,8 @@ static const char *ESTIMATE_USAGE =
     "  --solver l1|l2         robust L1 (IRLS, default) or least squares\n"
     "  --edge-weights MODE    none (default), linear, squared or threshold:CUT:\n"
     "                         weight pairs by their confidence\n"
+    "  --weight-floor W, --max-iterations N, --tolerance PX, --outlier-px PX\n"
+    "                         solver tuning, as in 'tessera solve --help'\n"
     "tiles:\n"
     "  --flipud, --fliplr, --rot90 K\n"
     "                         tile orientation (flipud, then fliplr, then rot90\n"
@@ -42,6 +43,8 @@ static const char *ESTIMATE_USAGE =
 int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o) {
     const char *a = argv[*i];
     const char *v;
+    int r = cli_solve_option(cmd, argc, argv, i, &o->solve);
+    if (r != 0) return r;
 #define VALUE() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
     if (!strcmp(a, "--overlap")) {
         VALUE();
@@ -66,17 +69,6 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
         o->clahe = true;
     } else if (!strcmp(a, "--names-yx")) {
         o->names_yx = true;
-    } else if (!strcmp(a, "--solver")) {
-        VALUE();
-        if (!strcmp(v, "l1")) o->solve.solver = TS_SOLVER_L1;
-        else if (!strcmp(v, "l2")) o->solve.solver = TS_SOLVER_L2;
-        else { cli_usage_error(cmd, "--solver: '%s' is not l1 or l2", v); return -1; }
-    } else if (!strcmp(a, "--edge-weights")) {
-        VALUE();
-        if (ts_edge_weighting_parse(v, &o->solve.edge_weights, &o->solve.threshold) != 0) {
-            cli_usage_error(cmd, "--edge-weights: '%s' is not none, linear, squared or threshold:CUT", v);
-            return -1;
-        }
     } else if (!strcmp(a, "--cache")) {
         VALUE();
         if (!cli_size(cmd, a, v, &o->cache_bytes)) return -1;
@@ -101,54 +93,27 @@ void cli_estimate_report(const ts_estimate_result *r, double seconds) {
            seconds > 0 ? (double)r->pairs / seconds : 0.0);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int cmd_estimate(int argc, char **argv) {
     const char *cmd = "estimate";
     ts_estimate_options o;
     ts_estimate_options_init(&o);
+    cli_common com = {0};
     const char *input = NULL;
-    bool json = false;
+    int npos = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(ESTIMATE_USAGE, stdout);
             return CLI_OK;
         }
         int r = cli_estimate_option(cmd, argc, argv, &i, &o);
+        if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
         if (r < 0) return CLI_USAGE;
-        if (r > 0) continue;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            o.output = v;
-        } else if (!strcmp(a, "--flipud")) {
-            o.orientation.flipud = true;
-        } else if (!strcmp(a, "--fliplr")) {
-            o.orientation.fliplr = true;
-        } else if (!strcmp(a, "--rot90")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            if (!cli_int(cmd, a, v, -3, 3, &o.orientation.rot90)) return CLI_USAGE;
-        } else if (!strcmp(a, "--wells")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            o.wells = v;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            if (!cli_int(cmd, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option %s", a);
-        } else if (!input) {
-            input = a;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
+        if (r == 0 && cli_positional(cmd, argv[i], &input, &npos, 1) != CLI_OK) return CLI_USAGE;
     }
+    o.output = com.output;
+    o.orientation = com.orientation;
+    o.wells = com.wells;
+    o.threads = com.threads;
     if (!input) return cli_usage_error(cmd, "needs PLATE");
     if (!o.output) return cli_usage_error(cmd, "needs -o shifts.yaml");
     if (o.overlap_x <= 0 || o.overlap_y <= 0)
@@ -157,7 +122,7 @@ int cmd_estimate(int argc, char **argv) {
     o.progress = cli_progress;
     ts_estimate_result res;
     ts_error err;
-    double t0 = now_seconds();
+    double t0 = cli_now();
     if (ts_estimate_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
     int64_t all = res.pairs + res.unmatched_pairs;
     if (all >= 4 && 2 * (res.low_confidence_pairs + res.unmatched_pairs) > all)
@@ -165,6 +130,6 @@ int cmd_estimate(int argc, char **argv) {
                 "tessera estimate: warning: %lld of %lld neighbour pairs did not match or matched "
                 "with confidence < 0.1; check --overlap and the orientation flags\n",
                 (long long)(res.low_confidence_pairs + res.unmatched_pairs), (long long)all);
-    if (json) cli_estimate_report(&res, now_seconds() - t0);
+    if (com.json) cli_estimate_report(&res, cli_now() - t0);
     return CLI_OK;
 }

@@ -1,7 +1,6 @@
 /* tessera fuse: blend tiles at their positions into an OME-Zarr mosaic. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 
@@ -124,56 +123,28 @@ void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double
            seconds, seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int cmd_fuse(int argc, char **argv) {
     const char *cmd = "fuse";
     ts_fuse_options o;
     ts_fuse_options_init(&o);
     const char *pos[2] = {NULL, NULL};
     int npos = 0;
-    bool json = false;
+    cli_common com = {0};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(FUSE_USAGE, stdout);
             return CLI_OK;
         }
         int r = cli_fuse_option(cmd, argc, argv, &i, &o);
+        if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
         if (r < 0) return CLI_USAGE;
-        if (r > 0) continue;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            o.output = v;
-        } else if (!strcmp(a, "--flipud")) {
-            o.orientation.flipud = true, o.orientation_given = true;
-        } else if (!strcmp(a, "--fliplr")) {
-            o.orientation.fliplr = true, o.orientation_given = true;
-        } else if (!strcmp(a, "--rot90")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            if (!cli_int(cmd, a, v, -3, 3, &o.orientation.rot90)) return CLI_USAGE;
-            o.orientation_given = true;
-        } else if (!strcmp(a, "--wells")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            o.wells = v;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            if (!cli_int(cmd, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option %s", a);
-        } else if (npos < 2) {
-            pos[npos++] = a;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
+        if (r == 0 && cli_positional(cmd, argv[i], pos, &npos, 2) != CLI_OK) return CLI_USAGE;
     }
+    o.output = com.output;
+    o.orientation = com.orientation;
+    o.orientation_given = com.orientation_given;
+    o.wells = com.wells;
+    o.threads = com.threads;
     if (npos < 2) return cli_usage_error(cmd, "needs PLATE and shifts.yaml");
     if (!o.output) return cli_usage_error(cmd, "needs -o OUT");
     o.input = pos[0];
@@ -181,8 +152,8 @@ int cmd_fuse(int argc, char **argv) {
     o.progress = cli_progress;
     ts_fuse_result res;
     ts_error err;
-    double t0 = now_seconds();
+    double t0 = cli_now();
     if (ts_fuse_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
-    cli_fuse_report(cmd, &res, json, now_seconds() - t0);
+    cli_fuse_report(cmd, &res, com.json, cli_now() - t0);
     return CLI_OK;
 }

@@ -1,7 +1,6 @@
 /* tessera stitch: estimate tile positions, then fuse, in one command. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 
@@ -18,18 +17,13 @@ static const char *STITCH_USAGE =
     "  --shifts-out FILE      where the shifts file goes (default OUT.shifts.yaml)\n"
     "  --overlap PX | --overlap-x PX --overlap-y PX   (required, see estimate)\n"
     "  --channel C, --timepoint T, --z Z, --clahe, --solver l1|l2,\n"
-    "  --edge-weights MODE, --names-yx, --cache BYTES        estimate options\n"
+    "  --edge-weights MODE, --weight-floor W, --max-iterations N, --tolerance PX,\n"
+    "  --outlier-px PX, --names-yx, --cache BYTES              estimate options\n"
     "  --format, --blend, --exponent, --dtype, --chunk, --shard, --codec,\n"
     "  --levels, --tcz, --t-out, --memory                     fuse options\n"
     "  --flipud, --fliplr, --rot90 K, --wells LIST, --threads N   both steps\n"
     "  --json                 print {\"shifts\", \"estimate\", \"fuse\"} on stdout\n"
     "  -h, --help             this help\n";
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int cmd_stitch(int argc, char **argv) {
     const char *cmd = "stitch";
@@ -37,52 +31,26 @@ int cmd_stitch(int argc, char **argv) {
     ts_fuse_options fo;
     ts_estimate_options_init(&eo);
     ts_fuse_options_init(&fo);
-    const char *input = NULL, *output = NULL, *shifts_out = NULL;
-    bool json = false;
-    ts_orientation orient = {false, false, 0};
-    bool orient_given = false;
+    const char *input = NULL, *shifts_out = NULL;
+    int npos = 0;
+    cli_common com = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(STITCH_USAGE, stdout);
             return CLI_OK;
         }
         int r = cli_estimate_option(cmd, argc, argv, &i, &eo);
         if (r == 0) r = cli_fuse_option(cmd, argc, argv, &i, &fo);
-        if (r < 0) return CLI_USAGE;
-        if (r > 0) continue;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            output = v;
-        } else if (!strcmp(a, "--shifts-out")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            shifts_out = v;
-        } else if (!strcmp(a, "--flipud")) {
-            orient.flipud = true, orient_given = true;
-        } else if (!strcmp(a, "--fliplr")) {
-            orient.fliplr = true, orient_given = true;
-        } else if (!strcmp(a, "--rot90")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            if (!cli_int(cmd, a, v, -3, 3, &orient.rot90)) return CLI_USAGE;
-            orient_given = true;
-        } else if (!strcmp(a, "--wells")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            eo.wells = fo.wells = v;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
-            if (!cli_int(cmd, a, v, 0, 4096, &eo.threads)) return CLI_USAGE;
-            fo.threads = eo.threads;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option %s", a);
-        } else if (!input) {
-            input = a;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
+        if (r == 0 && !strcmp(a, "--shifts-out")) {
+            if (!(shifts_out = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            r = 1;
         }
+        if (r < 0) return CLI_USAGE;
+        if (r == 0 && cli_positional(cmd, a, &input, &npos, 1) != CLI_OK) return CLI_USAGE;
     }
+    const char *output = com.output;
     if (!input) return cli_usage_error(cmd, "needs PLATE");
     if (!output) return cli_usage_error(cmd, "needs -o OUT");
     if (eo.overlap_x <= 0 || eo.overlap_y <= 0)
@@ -96,32 +64,34 @@ int cmd_stitch(int argc, char **argv) {
     }
     eo.input = input;
     eo.output = shifts_out;
-    eo.orientation = orient;
+    eo.orientation = com.orientation;
+    eo.wells = fo.wells = com.wells;
+    eo.threads = fo.threads = com.threads;
     eo.progress = cli_progress;
     /* fuse reads the orientation estimate recorded in the shifts file */
     fo.input = input;
     fo.shifts = shifts_out;
     fo.output = output;
-    fo.orientation = orient;
-    fo.orientation_given = orient_given;
+    fo.orientation = com.orientation;
+    fo.orientation_given = com.orientation_given;
     fo.progress = cli_progress;
 
     ts_error err;
     ts_estimate_result er;
     ts_fuse_result fr;
-    double t0 = now_seconds();
+    double t0 = cli_now();
     if (ts_estimate_run(&eo, &er, &err) != TS_OK) return cli_fail(cmd, &err);
-    double t1 = now_seconds();
+    double t1 = cli_now();
     if (ts_fuse_run(&fo, &fr, &err) != TS_OK) return cli_fail(cmd, &err);
-    double t2 = now_seconds();
-    if (json) {
+    double t2 = cli_now();
+    if (com.json) {
         printf("{\"shifts\": ");
         cli_json_string(shifts_out);
         printf(", \"estimate\": ");
         cli_estimate_report(&er, t1 - t0);
         printf(", \"fuse\": ");
     }
-    cli_fuse_report(cmd, &fr, json, t2 - t1);
-    if (json) printf("}\n");
+    cli_fuse_report(cmd, &fr, com.json, t2 - t1);
+    if (com.json) printf("}\n");
     return CLI_OK;
 }

@@ -35,6 +35,43 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common *c) {
+    const char *a = argv[*i];
+    const char *v;
+#define VALUE() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
+    if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+        VALUE();
+        c->output = v;
+    } else if (!strcmp(a, "--flipud")) {
+        c->orientation.flipud = true, c->orientation_given = true;
+    } else if (!strcmp(a, "--fliplr")) {
+        c->orientation.fliplr = true, c->orientation_given = true;
+    } else if (!strcmp(a, "--rot90")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, -3, 3, &c->orientation.rot90)) return -1;
+        c->orientation_given = true;
+    } else if (!strcmp(a, "--wells")) {
+        VALUE();
+        c->wells = v;
+    } else if (!strcmp(a, "--threads")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 4096, &c->threads)) return -1;
+    } else if (!strcmp(a, "--json")) {
+        c->json = true;
+    } else {
+        return 0;
+    }
+#undef VALUE
+    return 1;
+}
+
+int cli_positional(const char *cmd, const char *arg, const char **pos, int *npos, int max) {
+    if (arg[0] == '-' && arg[1]) return cli_usage_error(cmd, "unknown option %s", arg);
+    if (*npos >= max) return cli_usage_error(cmd, "unexpected argument '%s'", arg);
+    pos[(*npos)++] = arg;
+    return CLI_OK;
+}
+
 bool cli_int(const char *cmd, const char *flag, const char *text, long lo, long hi, int *out) {
     char *end;
     errno = 0;
