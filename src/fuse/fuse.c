@@ -69,7 +69,8 @@ static ts_status peek_existing(const char *image_path, existing_out *ex, ts_erro
     }
     ex->present = true;
     ex->zarr_format = m->zarr_format;
-    ex->T = m->shape[0], ex->H = m->shape[3], ex->W = m->shape[4];
+    ex->T = m->shape[0], ex->C = m->shape[1], ex->Z = m->shape[2], ex->H = m->shape[3], ex->W = m->shape[4];
+    ex->dtype = m->dtype;
     ex->chunk = m->sharded ? m->sharding.inner_chunk[3] : m->chunk[3];
     ex->shard = m->sharded ? m->chunk[3] / ex->chunk : 0;
     tz_array_close(arr);
@@ -151,6 +152,14 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
         st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
                      "timepoint's canvas of %lldx%lld px", image_path, (long long)W.existing.H,
                      (long long)W.existing.W, (long long)W.canvas_h, (long long)W.canvas_w);
+    /* The rest of fuse_output_open's checks, here so that a mismatch in a
+     * later well stops the run before an earlier one is written. */
+    if (st == TS_OK && W.existing.present &&
+        (W.existing.dtype != opt->dtype || W.existing.C != W.L.C || W.existing.Z != W.L.Z))
+        st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic is %s with C=%lld, Z=%lld; this run "
+                     "writes %s with C=%lld, Z=%lld", image_path, ts_dtype_name(W.existing.dtype),
+                     (long long)W.existing.C, (long long)W.existing.Z, ts_dtype_name(opt->dtype),
+                     (long long)W.L.C, (long long)W.L.Z);
     if (st) {
         free(W.tiles);
         if (err && !strstr(err->message, well->path)) ts_fail_context(err, st, "well %s", well->path);

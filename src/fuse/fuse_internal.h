@@ -27,7 +27,8 @@ typedef struct fuse_scratch {
 typedef struct existing_out {
     bool present;
     int zarr_format;
-    int64_t T, H, W, chunk, shard;
+    int64_t T, C, Z, H, W, chunk, shard;
+    ts_dtype dtype;
     int levels;                  /* extra pyramid levels it has (arrays 1..levels) */
 } existing_out;
 

@@ -259,6 +259,21 @@ def t_out_into_existing_output():
 
 
 @case
+def t_out_mismatch_in_second_well_writes_nothing():
+    """--t-out into an output whose second well has another dtype: refused
+    before the first well is written (it used to be written, then B/1 failed)."""
+    d = fresh("tout_mismatch")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1", "B/1"], tile_hw=(16, 16), grid=(2, 1))
+    p, s = os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml")
+    R.write_shifts(s, info)
+    out = os.path.join(d, "o.zarr")
+    run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", "--wells", "B/1", "--dtype", "float32")
+    r = run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", expect=2)
+    assert "B/1" in r.stderr and "float32" in r.stderr, r.stderr
+    assert not os.path.exists(os.path.join(out, "A")), "well A/1 was written although B/1 does not fit"
+
+
+@case
 def orientation_mismatch_warns():
     d = fresh("mismatch")
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2))
