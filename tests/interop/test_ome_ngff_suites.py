@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+from interop_checks import check, finish
 
 BIN = os.environ["TESSERA_BIN"]
 DATA = os.environ["TESSERA_TESTDATA"]
@@ -35,13 +35,6 @@ CUSTOM_AXES = ("untyped_axes", "custom_type_axes")
 # wants one scale per axis (this one has 2 for 3 axes): refused.
 SCALE_LENGTH = ("0.4", "image", "valid/mismatch_axes_units.json")
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def write_group(path, version, attrs):
@@ -161,10 +154,7 @@ def main():
               f"hcs_example levels: {img['levels'][0]}")
         check(img["tile_shape"] == [2160, 5120] and img["channels"][0]["label"] == "DAPI", "hcs_example image")
 
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

@@ -15,35 +15,20 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import jsonschema
 import numpy as np
 from scipy import ndimage, optimize
 import yaml
 import zarr
+from interop_checks import check, finish, run
 
-BIN = os.environ["TESSERA_BIN"]
 DATA = os.environ["TESSERA_TESTDATA"]
 SRC = os.environ["TESSERA_SOURCE"]
 TMP = os.path.join(os.environ["TESSERA_TEST_TMP"], "simulate_py")
 SPEC = os.path.join(DATA, "ngff-spec")
 YAO = os.path.join(DATA, "yaozarrs", "tests", "data")
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def run(*args, ok=True):
-    p = subprocess.run([BIN, *args], capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise SystemExit(f"tessera {' '.join(args)} failed ({p.returncode}): {p.stderr}")
-    return p
 
 
 def simulate(out, *extra, truth=True):
@@ -357,10 +342,7 @@ def main():
     p = run("simulate", "-o", os.path.join(TMP, "x.zarr"), "--tile", "64x64", "--overlap", "64", ok=False)
     check(p.returncode == 2 and "overlap" in p.stderr, f"overlap >= tile: {p.returncode} {p.stderr}")
 
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

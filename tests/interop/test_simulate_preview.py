@@ -10,30 +10,14 @@ the oriented tiles at the truth origins).
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import yaml
 import zarr
 from PIL import Image
+from interop_checks import check, finish, run
 
-BIN = os.environ["TESSERA_BIN"]
 TMP = os.path.join(os.environ["TESSERA_TEST_TMP"], "preview_py")
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def run(*args, ok=True):
-    p = subprocess.run([BIN, *args], capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise SystemExit(f"tessera {' '.join(args)} failed ({p.returncode}): {p.stderr}")
-    return p
 
 
 def main():
@@ -136,10 +120,7 @@ def main():
     p = run("preview", out, "-o", os.path.join(TMP, "y.png"), "--well", "H/9", ok=False)
     check(p.returncode != 0 and "H/9" in p.stderr, f"unknown well: {p.stderr.strip()}")
 
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""Shared by the interop tests: collect failures instead of stopping at the
+first (a run reports every broken expectation), run the tessera binary, and
+end the test with the right exit status. Not a test itself (CMake runs only
+test_*.py)."""
+import os
+import subprocess
+import sys
+
+BIN = os.environ.get("TESSERA_BIN", "tessera")
+
+failures = []
+
+
+def check(cond, msg):
+    """Records msg as a failure when cond is false (and prints it)."""
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def run(*args, ok=True):
+    """Runs `tessera ARGS`; with ok, a non-zero exit ends the test."""
+    p = subprocess.run([BIN, *args], capture_output=True, text=True)
+    if ok and p.returncode != 0:
+        raise SystemExit(f"tessera {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def finish():
+    """Exit 1 with the failure count, or print ok."""
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("ok")
