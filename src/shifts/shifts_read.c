@@ -145,10 +145,14 @@ static ts_status read_number(reader *r, const char *ctx, double *out) {
 
 static ts_status read_int(reader *r, const char *ctx, long lo, long hi, int *out) {
     double d;
+    /* The value's place, for the message: read_number moves past it. */
+    unsigned long line = r->have_event ? (unsigned long)r->ev.start_mark.line + 1 : 0;
+    unsigned long col = r->have_event ? (unsigned long)r->ev.start_mark.column + 1 : 0;
     ts_status st = read_number(r, ctx, &d);
     if (st) return st;
     if (d != floor(d) || d < (double)lo || d > (double)hi)
-        return ts_fail(r->err, TS_ERR_FORMAT, "%s: %s: %g is not an integer in [%ld, %ld]", r->path, ctx, d, lo, hi);
+        return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu:%lu: %s: %g is not an integer in [%ld, %ld]", r->path, line,
+                       col, ctx, d, lo, hi);
     *out = (int)d;
     return TS_OK;
 }

@@ -287,10 +287,11 @@ static void test_errors(void **state) {
     /* Old-tool confidence entries: grid coordinates must be grid
      * coordinates (a huge value was cast to int: undefined). */
     expect_error("confhuge.yaml", "total_translation: {}\nconfidence:\n  A/1:\n    '0': [[1e300, 0], [1, 0], 0.9]\n",
-                 TS_ERR_FORMAT, "confidence A/1 '0'", "1e+300");
+                 TS_ERR_FORMAT, "confidence A/1 '0'", ":4:12:");
     expect_error("confhalf.yaml", "total_translation: {}\nconfidence:\n  A/1:\n    '0': [[0, 0], [1.5, 0], 0.9]\n",
                  TS_ERR_FORMAT, "confidence A/1 '0'", "1.5");
     expect_error("rot.yaml", "total_translation: {}\norientation: {flipud: maybe}\n", TS_ERR_FORMAT, "flipud", NULL);
+    expect_error("rot5.yaml", "total_translation: {}\norientation: {rot90: 5}\n", TS_ERR_FORMAT, "rot90", ":2:22:");
     char missing[512];
     tmp_path(missing, sizeof missing, "does_not_exist.yaml");
     ts_shifts *s = NULL;
