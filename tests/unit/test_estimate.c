@@ -12,16 +12,15 @@
 
 #include "common/fs.h"
 #include "tessera/tessera.h"
+#include "scratch_dir.h"
 
 static char plate[600], shifts[700];
 
 static int setup(void **state) {
     (void)state;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/test_estimate.%ld", TESSERA_TEST_TMP, (long)getpid());
-    ts_remove_tree(dir, NULL);
-    snprintf(plate, sizeof plate, "%s/plate.zarr", dir);
-    snprintf(shifts, sizeof shifts, "%s/shifts.yaml", dir);
+    if (scratch_setup("test_estimate")) return -1;
+    snprintf(plate, sizeof plate, "%s/plate.zarr", scratch_dir);
+    snprintf(shifts, sizeof shifts, "%s/shifts.yaml", scratch_dir);
     ts_simulate_options so;
     ts_simulate_options_init(&so);
     so.output = plate;
@@ -36,9 +35,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/test_estimate.%ld", TESSERA_TEST_TMP, (long)getpid());
-    ts_remove_tree(dir, NULL);
+    scratch_teardown();
     return 0;
 }
 

@@ -17,25 +17,22 @@
 #include "common/fs.h"
 #include "common/pool.h"
 #include "zarr/zarr.h"
-
-static char tmpdir[512];
+#include "scratch_dir.h"
 
 static const char *tmp_path(const char *name) {
     static char buf[1024];
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+    snprintf(buf, sizeof buf, "%s/%s", scratch_dir, name);
     return buf;
 }
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_zarr.%ld", TESSERA_TEST_TMP, (long)getpid());
-    ts_remove_tree(tmpdir, NULL);
-    return ts_mkdirs(tmpdir, NULL) == TS_OK ? 0 : -1;
+    return scratch_setup("test_zarr");
 }
 
 static int teardown(void **state) {
     (void)state;
-    ts_remove_tree(tmpdir, NULL);
+    scratch_teardown();
     return 0;
 }
 
@@ -508,7 +505,7 @@ static void test_unsupported_metadata(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char p[1100], f[1200];
-        snprintf(p, sizeof p, "%s/unsup%zu", tmpdir, i);
+        snprintf(p, sizeof p, "%s/unsup%zu", scratch_dir, i);
         snprintf(f, sizeof f, "%s/.zarray", p);
         write_text(f, cases[i].zarray);
         tz_array *a;
@@ -710,7 +707,7 @@ static void test_absurd_chunk_shapes(void **state) {
     };
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         char p[1100], f[1200];
-        snprintf(p, sizeof p, "%s/absurd%zu", tmpdir, i);
+        snprintf(p, sizeof p, "%s/absurd%zu", scratch_dir, i);
         snprintf(f, sizeof f, "%s/%s", p, strstr(docs[i], "\"zarr_format\":2") ? ".zarray" : "zarr.json");
         write_text(f, docs[i]);
         /* A small file where the (wrapped) shard index or chunk would be. */
@@ -768,7 +765,7 @@ static void test_fill_value_out_of_range(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char p[1100], f[1200], doc[512];
-        snprintf(p, sizeof p, "%s/fillrange%zu", tmpdir, i);
+        snprintf(p, sizeof p, "%s/fillrange%zu", scratch_dir, i);
         snprintf(f, sizeof f, "%s/.zarray", p);
         snprintf(doc, sizeof doc,
                  "{\"zarr_format\":2,\"shape\":[4],\"chunks\":[4],\"dtype\":\"%s\",\"compressor\":null,"
@@ -808,7 +805,7 @@ static void test_bad_codec_configuration(void **state) {
     const char *needle[] = {"index_location", "transpose"};
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         char p[1100], f[1200];
-        snprintf(p, sizeof p, "%s/badcodec%zu", tmpdir, i);
+        snprintf(p, sizeof p, "%s/badcodec%zu", scratch_dir, i);
         snprintf(f, sizeof f, "%s/zarr.json", p);
         write_text(f, docs[i]);
         tz_array *a = NULL;

@@ -18,21 +18,19 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "zarr/zarr.h"
+#include "scratch_dir.h"
 
 #define TD TESSERA_TESTDATA
 
-static char tmpdir[512];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_zarr_fixtures.%ld", TESSERA_TEST_TMP, (long)getpid());
-    ts_remove_tree(tmpdir, NULL);
-    return ts_mkdirs(tmpdir, NULL) == TS_OK ? 0 : -1;
+    return scratch_setup("test_zarr_fixtures");
 }
 
 static int teardown(void **state) {
     (void)state;
-    ts_remove_tree(tmpdir, NULL);
+    scratch_teardown();
     return 0;
 }
 
@@ -259,7 +257,7 @@ static tz_array *codec_array(const char *config_path, size_t nbytes, const char 
     size_t n;
     if (ts_read_file(config_path, &cfg, &n, err)) fail_msg("%s", err->message);
     char dir[1024], zarray[4096], f[1100];
-    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(dir, sizeof dir, "%s/%s", scratch_dir, name);
     snprintf(zarray, sizeof zarray,
              "{\"zarr_format\":2,\"shape\":[%zu],\"chunks\":[%zu],\"dtype\":\"|u1\",\"compressor\":%s,"
              "\"fill_value\":0,\"order\":\"C\",\"filters\":null}", nbytes, nbytes, (char *)cfg);

@@ -1,0 +1,22 @@
+/* A scratch directory per test program and process, under the build tree
+ * (TESSERA_TEST_TMP): made fresh by scratch_setup, removed by
+ * scratch_teardown, so parallel ctest runs never share files. */
+#ifndef TESSERA_TEST_SCRATCH_DIR_H
+#define TESSERA_TEST_SCRATCH_DIR_H
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+
+static char scratch_dir[512];
+
+static int scratch_setup(const char *name) {
+    snprintf(scratch_dir, sizeof scratch_dir, "%s/%s.%ld", TESSERA_TEST_TMP, name, (long)getpid());
+    ts_remove_tree(scratch_dir, NULL);
+    return ts_mkdirs(scratch_dir, NULL) == TS_OK ? 0 : -1;
+}
+
+static void scratch_teardown(void) { ts_remove_tree(scratch_dir, NULL); }
+
+#endif
