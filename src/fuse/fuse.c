@@ -1,6 +1,8 @@
 /* ts_fuse: the fuse stage's entry point. Reads the shifts and the plate,
  * decides the orientation, and fuses each selected well through the
  * pipeline (pipeline.c) into an OME-Zarr plate. */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,16 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
         return ts_fail(err, TS_ERR_ARG, "fuse: output dtype %s is not uint16 or float32", ts_dtype_name(o->dtype));
     if (!(o->exponent >= 0 && o->exponent <= 100))
         return ts_fail(err, TS_ERR_ARG, "fuse: exponent %g is not in [0, 100]", o->exponent);
+    /* Weights and their sums are float32: the outer ring's weight (1e-6)^E
+     * must stay a normal float (denormal, it is clamped in the normalisation
+     * and its pixels come out darker; zero, they vanish where no other tile
+     * covers). That binds first: at E <= 6.32 the centre's weight of a tile
+     * under 170,000 px a side, times 65535 x 256 overlaps, is finite. */
+    const double ring_max = log(FLT_MIN) / log(1e-6);
+    if (o->blend == TS_BLEND_EDT && o->exponent > ring_max)
+        return ts_fail(err, TS_ERR_ARG,
+                       "fuse: --exponent %g does not fit float32 weights (the outer ring's (1e-6)^%g "
+                       "underflows); use at most %.2f", o->exponent, o->exponent, floor(ring_max * 100) / 100);
     if (o->chunk < 1 || o->chunk > 65536) return ts_fail(err, TS_ERR_ARG, "fuse: chunk %d px not in [1, 65536]", o->chunk);
     if (o->shard < 0 || o->shard > 4096) return ts_fail(err, TS_ERR_ARG, "fuse: shard %d chunks not in [0, 4096]", o->shard);
     if (o->levels < 0 || o->levels >= FUSE_MAX_LEVELS)

@@ -153,6 +153,28 @@ def float32_edt_exponent_and_average():
 
 
 @case
+def exponents_beyond_float32_are_refused():
+    """Weights are float32: (d + 1e-6)^E must keep the outer ring a normal
+    float (its pixels count where no other tile covers) and the centre far
+    from overflow. E = 6 still matches the float64 reference; E = 6.5 made
+    the ring weight denormal and its pixels ~10x too dark, E = 12 made
+    centre sums infinite; both are now refused with a message."""
+    d = fresh("exponent")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 40), grid=(2, 2))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    raws, origins, _ = info["A/1"]
+    out = os.path.join(d, "o6.zarr")
+    run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--format", "0.4",
+        "--dtype", "float32", "--exponent", 6, "--chunk", "16")
+    f, _ = R.fuse(raws, origins, exponent=6.0, dtype="float32")
+    compare_f32(R.read_output(out, "A/1"), f, "float32 edt^6")
+    for e in (6.5, 12):
+        p = run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", os.path.join(d, "o.zarr"),
+                "--exponent", e, "--chunk", "16", expect=2)
+        assert "exponent" in p.stderr and "float32" in p.stderr, p.stderr
+
+
+@case
 def several_wells_and_filter():
     d = fresh("wells")
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1", "B/2"], tile_hw=(32, 32), grid=(2, 2))
