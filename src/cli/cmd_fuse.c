@@ -26,7 +26,7 @@ static const char *FUSE_USAGE =
     "blending:\n"
     "  --blend edt|average    weights: distance to the tile border ^ exponent\n"
     "                         (default edt), or 1\n"
-    "  --exponent E           edt exponent, default 1\n"
+    "  --exponent E           edt exponent in [0, 6.32], default 1\n"
     "  --tcz min|max          tiles with different T/C/Z: truncate (min, default)\n"
     "                         or zero-pad (max)\n"
     "tiles:\n"
