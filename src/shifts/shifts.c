@@ -104,6 +104,9 @@ int ts_shifts_find_tile(const ts_shifts *s, int w, const char *name) {
 /* Finds or adds the tile named name[0, len). Used by the reader too. */
 int ts_shifts_add_tile_n(ts_shifts *s, int wi, const char *name, size_t len) {
     if (wi < 0 || wi >= s->nwells || len == 0 || len >= sizeof s->wells[0].tiles[0]) return -1;
+    /* Keys are WELL/POSITION split at the last '/': a '/' in a position name
+     * would be read back as part of the well. */
+    if (memchr(name, '/', len)) return -1;
     ts_well_shifts *w = &s->wells[wi];
     int found = find_tile_n(w, name, len);
     if (found >= 0) return found;

@@ -290,6 +290,9 @@ static void test_errors(void **state) {
                  TS_ERR_FORMAT, "confidence A/1 '0'", ":4:12:");
     expect_error("confhalf.yaml", "total_translation: {}\nconfidence:\n  A/1:\n    '0': [[0, 0], [1.5, 0], 0.9]\n",
                  TS_ERR_FORMAT, "confidence A/1 '0'", "1.5");
+    /* A '/' in a position name would come back as part of the well. */
+    expect_error("slashtile.yaml", "total_translation: {}\ntiles:\n  A/1: ['000000', '0/1']\n", TS_ERR_FORMAT,
+                 "tiles A/1", "0/1");
     expect_error("rot.yaml", "total_translation: {}\norientation: {flipud: maybe}\n", TS_ERR_FORMAT, "flipud", NULL);
     expect_error("rot5.yaml", "total_translation: {}\norientation: {rot90: 5}\n", TS_ERR_FORMAT, "rot90", ":2:22:");
     char missing[512];
