@@ -222,6 +222,19 @@ static int add_well(reader *r, const char *name, size_t len) {
     return w;
 }
 
+/* The WELL key of a per-well section (confidence, tiles, pairs, outliers,
+ * residuals): finds or adds the well and moves to its value. *empty: the
+ * value was null (already skipped). */
+static ts_status well_key(reader *r, const char *section, int *w, bool *empty) {
+    if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a well name", section);
+    *w = add_well(r, scalar(r), strlen(scalar(r)));
+    if (*w < 0) return fail_at(r, "%s: bad well name '%.40s'", section, scalar(r));
+    ts_status st = next(r);
+    if (st) return st;
+    *empty = scalar_is_null(r);
+    return *empty ? next(r) : TS_OK;
+}
+
 /* A tile key "A/1/000000": well and tile split at the last '/'. With
  * well_hint >= 0 a bare tile name is accepted and the well must match. */
 static ts_status tile_key(reader *r, const char *key, int well_hint, const char *ctx, int *w_out, int *t_out) {
@@ -317,14 +330,10 @@ static ts_status read_confidence(reader *r) {
     if (scalar_is_null(r)) return next(r);
     ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: {id: [...]}", "confidence");
     while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
-        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "confidence: expected a well name");
-        int w = add_well(r, scalar(r), strlen(scalar(r)));
-        if (w < 0) return fail_at(r, "confidence: bad well name '%.40s'", scalar(r));
-        if ((st = next(r))) return st;
-        if (scalar_is_null(r)) {
-            st = next(r);
-            continue;
-        }
+        int w;
+        bool empty;
+        if ((st = well_key(r, "confidence", &w, &empty))) return st;
+        if (empty) continue;
         if ((st = expect(r, YAML_MAPPING_START_EVENT, "a mapping id: [[xa, ya], [xb, yb], c]", "confidence")))
             return st;
         while (!is(r, YAML_MAPPING_END_EVENT)) {
@@ -353,18 +362,14 @@ static ts_status read_tiles(reader *r) {
     if (scalar_is_null(r)) return next(r);
     ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [positions]", "tiles");
     while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
-        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "tiles: expected a well name");
-        int w = add_well(r, scalar(r), strlen(scalar(r)));
-        if (w < 0) return fail_at(r, "tiles: bad well name '%.40s'", scalar(r));
+        int w;
+        bool empty;
+        if ((st = well_key(r, "tiles", &w, &empty))) return st;
         pending *pd = &r->pend[w];
         pd->has_order = true;
+        if (empty) continue;
         char ctx[64];
         snprintf(ctx, sizeof ctx, "tiles %s", r->s->wells[w].well);
-        if ((st = next(r))) return st;
-        if (scalar_is_null(r)) {
-            st = next(r);
-            continue;
-        }
         if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list of position names", ctx))) return st;
         while (!is(r, YAML_SEQUENCE_END_EVENT)) {
             if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a position name", ctx);
@@ -390,14 +395,10 @@ static ts_status read_pairs(reader *r) {
     if (scalar_is_null(r)) return next(r);
     ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [[a, b, dy, dx, c], ...]", "pairs");
     while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
-        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "pairs: expected a well name");
-        int w = add_well(r, scalar(r), strlen(scalar(r)));
-        if (w < 0) return fail_at(r, "pairs: bad well name '%.40s'", scalar(r));
-        if ((st = next(r))) return st;
-        if (scalar_is_null(r)) {
-            st = next(r);
-            continue;
-        }
+        int w;
+        bool empty;
+        if ((st = well_key(r, "pairs", &w, &empty))) return st;
+        if (empty) continue;
         char ctx[200];
         snprintf(ctx, sizeof ctx, "pairs %s", r->s->wells[w].well);
         if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list of [a, b, dy, dx, c]", ctx))) return st;
@@ -441,17 +442,13 @@ static ts_status read_per_pair(reader *r, const char *section, bool residuals) {
     if (scalar_is_null(r)) return next(r);
     ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [...]", section);
     while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
-        if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected a well name", section);
-        int w = add_well(r, scalar(r), strlen(scalar(r)));
-        if (w < 0) return fail_at(r, "%s: bad well name '%.40s'", section, scalar(r));
+        int w;
+        bool empty;
+        if ((st = well_key(r, section, &w, &empty))) return st;
+        if (empty) continue;
         pending *pd = &r->pend[w];
         char ctx[64];
         snprintf(ctx, sizeof ctx, "%s %s", section, r->s->wells[w].well);
-        if ((st = next(r))) return st;
-        if (scalar_is_null(r)) {
-            st = next(r);
-            continue;
-        }
         if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list", ctx))) return st;
         pd->has_residuals |= residuals;
         while (!is(r, YAML_SEQUENCE_END_EVENT)) {
