@@ -24,6 +24,9 @@ int cmd_preview(int argc, char **argv);
 /* Estimate-stage options (also parsed by stitch): 1 consumed, 0 not ours,
  * -1 usage error (printed). */
 int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o);
+/* Warns on stderr when most neighbour pairs did not match (wrong overlap or
+ * orientation), for estimate and stitch alike. */
+void cli_estimate_warn(const char *cmd, const ts_estimate_result *r);
 /* The --json summary of an estimate run on stdout. */
 void cli_estimate_report(const ts_estimate_result *r, double seconds);
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);

@@ -93,6 +93,15 @@ void cli_estimate_report(const ts_estimate_result *r, double seconds) {
            seconds > 0 ? (double)r->pairs / seconds : 0.0);
 }
 
+void cli_estimate_warn(const char *cmd, const ts_estimate_result *r) {
+    int64_t all = r->pairs + r->unmatched_pairs, poor = r->low_confidence_pairs + r->unmatched_pairs;
+    if (all >= 4 && 2 * poor > all)
+        fprintf(stderr,
+                "tessera %s: warning: %lld of %lld neighbour pairs did not match or matched "
+                "with confidence < 0.1; check --overlap and the orientation flags\n",
+                cmd, (long long)poor, (long long)all);
+}
+
 int cmd_estimate(int argc, char **argv) {
     const char *cmd = "estimate";
     ts_estimate_options o;
@@ -124,12 +133,7 @@ int cmd_estimate(int argc, char **argv) {
     ts_error err;
     double t0 = cli_now();
     if (ts_estimate_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
-    int64_t all = res.pairs + res.unmatched_pairs;
-    if (all >= 4 && 2 * (res.low_confidence_pairs + res.unmatched_pairs) > all)
-        fprintf(stderr,
-                "tessera estimate: warning: %lld of %lld neighbour pairs did not match or matched "
-                "with confidence < 0.1; check --overlap and the orientation flags\n",
-                (long long)(res.low_confidence_pairs + res.unmatched_pairs), (long long)all);
+    cli_estimate_warn(cmd, &res);
     if (com.json) cli_estimate_report(&res, cli_now() - t0);
     return CLI_OK;
 }

@@ -81,6 +81,7 @@ int cmd_stitch(int argc, char **argv) {
     ts_fuse_result fr;
     double t0 = cli_now();
     if (ts_estimate_run(&eo, &er, &err) != TS_OK) return cli_fail(cmd, &err);
+    cli_estimate_warn(cmd, &er);
     double t1 = cli_now();
     if (ts_fuse_run(&fo, &fr, &err) != TS_OK) return cli_fail(cmd, &err);
     double t2 = cli_now();
