@@ -4,6 +4,7 @@
  * position of an acquisition shares tile shape, dtype and channels. */
 #include "ome/ome_internal.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +78,12 @@ static json_t *array_desc(const tz_array *arr) {
     json_object_set_new(o, "sharded", json_boolean(m->sharded));
     int64_t grid[TZ_MAX_DIM];
     tz_array_grid(arr, grid);
+    /* A shape near the int64 limit in chunks of 1 has more blocks than
+     * int64 counts: reported as unknown (null). */
     int64_t blocks = 1;
-    for (int d = 0; d < m->ndim; d++) blocks *= grid[d];
-    json_object_set_new(o, "blocks", json_integer(blocks));
+    bool overflow = false;
+    for (int d = 0; d < m->ndim && !overflow; d++) overflow = __builtin_mul_overflow(blocks, grid[d], &blocks);
+    json_object_set_new(o, "blocks", overflow ? json_null() : json_integer(blocks));
     json_object_set_new(o, "separator", json_stringn(&m->separator, 1));
     return o;
 }

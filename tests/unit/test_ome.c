@@ -308,6 +308,33 @@ static void test_large_listing(void **state) {
     free(pos);
 }
 
+/* tessera info on an image whose array has a chunk grid of more than 2^63
+ * blocks (a shape near the int64 limit, chunks of 1): the block count is
+ * reported as unknown (null), not a wrapped product (signed overflow). */
+static void test_info_huge_grid(void **state) {
+    (void)state;
+    ts_error err = {0};
+    char store[4200];
+    snprintf(store, sizeof store, "%s", tmp_path("hugegrid.zarr"));
+    ts_remove_tree(store, &err);
+    write_text(tmp_path("hugegrid.zarr/.zgroup"), "{\"zarr_format\": 2}");
+    write_text(tmp_path("hugegrid.zarr/.zattrs"),
+               "{\"multiscales\": [{\"version\": \"0.4\", \"axes\": [{\"name\": \"t\", \"type\": \"time\"}, "
+               "{\"name\": \"c\", \"type\": \"channel\"}, {\"name\": \"z\", \"type\": \"space\"}, "
+               "{\"name\": \"y\", \"type\": \"space\"}, {\"name\": \"x\", \"type\": \"space\"}], "
+               "\"datasets\": [{\"path\": \"0\", \"coordinateTransformations\": [{\"type\": \"scale\", "
+               "\"scale\": [1, 1, 1, 1, 1]}]}]}]}");
+    write_text(tmp_path("hugegrid.zarr/0/.zarray"),
+               "{\"zarr_format\": 2, \"shape\": [1, 1, 1, 4611686018427387904, 4611686018427387904], "
+               "\"chunks\": [1, 1, 1, 1, 1], \"dtype\": \"<u2\", \"compressor\": null, \"fill_value\": 0, "
+               "\"order\": \"C\", \"filters\": null}");
+    char *json = NULL;
+    ts_status st = ts_info_json(store, &json, &err);
+    if (st != TS_OK) fail_msg("info failed: %s", err.message);
+    if (!strstr(json, "\"blocks\": null")) fail_msg("no \"blocks\": null in %s", json);
+    free(json);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s/ome", TESSERA_TEST_TMP);
     ts_error err = {0};
@@ -316,7 +343,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_04),     cmocka_unit_test(test_roundtrip_05),
         cmocka_unit_test(test_versions_refused), cmocka_unit_test(test_yaozarrs_v04_plate),
         cmocka_unit_test(test_yaozarrs_v05_plate), cmocka_unit_test(test_yaozarrs_broken),
-        cmocka_unit_test(test_large_listing),
+        cmocka_unit_test(test_large_listing),    cmocka_unit_test(test_info_huge_grid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
