@@ -55,8 +55,16 @@ static int add_tile(void *user, int64_t t, int worker) {
     const tz_array_meta *m = tz_array_get_meta(arr);
     int ya = meta.axis_index[3], xa = meta.axis_index[4];
     int64_t H = m->shape[ya], W = m->shape[xa], oh, ow;
+    /* The shape comes from the store: a plane beyond 2^30 px a side is no
+     * tile (and H * W would overflow). */
+    if (H < 1 || W < 1 || H > (1 << 30) || W > (1 << 30)) {
+        ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: a %lldx%lld plane is not a tile", J->plate->path, J->ws->well,
+                J->ws->tiles[t], (long long)H, (long long)W);
+        tz_array_close(arr);
+        return 1;
+    }
     ts_orient_shape(&J->orient, H, W, &oh, &ow);
-    size_t es = ts_dtype_size(m->dtype), n = (size_t)(H * W);
+    size_t es = ts_dtype_size(m->dtype), n = (size_t)H * (size_t)W;
     int64_t oy = J->ws->origin[t][0], ox = J->ws->origin[t][1];
     int r0 = (int)(oy / J->f), c0 = (int)(ox / J->f);
     int r1 = (int)((oy + oh - 1) / J->f), c1 = (int)((ox + ow - 1) / J->f);

@@ -120,6 +120,22 @@ def main():
     p = run("preview", out, "-o", os.path.join(TMP, "y.png"), "--well", "H/9", ok=False)
     check(p.returncode != 0 and "H/9" in p.stderr, f"unknown well: {p.stderr.strip()}")
 
+    # a tile whose array claims a 2^40 x 2^40 plane (untrusted metadata): one
+    # clear error naming it, no picture (H * W overflowed and crashed)
+    huge = os.path.join(TMP, "huge.zarr")
+    shutil.copytree(rot, huge)
+    zpath = os.path.join(huge, "A", "1", "000001", "0", ".zarray")
+    with open(zpath) as f:
+        zmeta = json.load(f)
+    zmeta["shape"][-2:] = [2 ** 40, 2 ** 40]
+    with open(zpath, "w") as f:
+        json.dump(zmeta, f)
+    png_huge = os.path.join(TMP, "huge.png")
+    p = run("preview", huge, "-o", png_huge, "--shifts", rtruth, ok=False)
+    check(p.returncode == 1 and "000001" in p.stderr and "runtime error" not in p.stderr,
+          f"huge tile: rc {p.returncode} {p.stderr.strip()}")
+    check(not os.path.exists(png_huge), "a failed preview left a file")
+
     finish()
 
 
