@@ -9,6 +9,9 @@
 #include "shifts/name_index.h"
 #include "shifts/shifts.h"
 
+/* Largest tile side fused (2^30, as preview): tiles are camera frames. */
+#define FUSE_MAX_TILE_SIDE ((int64_t)1 << 30)
+
 typedef struct meta_job {
     fuse_well *W;
     ts_error *errors; /* per worker */
@@ -43,6 +46,14 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
     default:
         ts_fail(err, TS_ERR_UNSUPPORTED, "%s/%s/%s/0: dtype %s is not supported by fuse",
                 W->plate->path, well->path, well->positions[t->position], ts_dtype_name(t->dtype));
+        rc = 1;
+    }
+    /* A corrupt or hostile shape: h * w would overflow the weight and strip
+     * sizes (a 2^40 x 2^40 claim crashed). */
+    if (!rc && (t->raw_h > FUSE_MAX_TILE_SIDE || t->raw_w > FUSE_MAX_TILE_SIDE)) {
+        ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: tile plane of %lldx%lld px is beyond %lld px a side",
+                W->plate->path, well->path, well->positions[t->position], (long long)t->raw_h,
+                (long long)t->raw_w, (long long)FUSE_MAX_TILE_SIDE);
         rc = 1;
     }
     if (!rc && (t->raw_h <= 0 || t->raw_w <= 0 || t->T <= 0 || t->C <= 0 || t->Z <= 0)) {

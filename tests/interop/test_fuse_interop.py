@@ -3,6 +3,7 @@ formula (fuse_reference.py), on small plates written with zarr-python; the
 outputs are read back with zarr-python (0.4) and zarrita (0.5), and their
 metadata validated against the OME-NGFF schemas."""
 import filecmp
+import json
 import os
 import shutil
 import subprocess
@@ -344,6 +345,17 @@ def errors_are_clear():
     p = run("fuse", os.path.join(d, "p.zarr"), absurd, "-o", os.path.join(d, "o4.zarr"), expect=1)
     assert "absurd" in p.stderr, p.stderr
     assert not os.path.exists(os.path.join(d, "o4.zarr", "A")), "wrote output for absurd shifts"
+    # A tile array claiming a 2^40 x 2^40 plane: a format error naming it (h * w overflowed, segfault).
+    huge = os.path.join(d, "huge.zarr")
+    shutil.copytree(os.path.join(d, "p.zarr"), huge)
+    zpath = os.path.join(huge, "A", "1", "001000", "0", ".zarray")
+    with open(zpath) as f:
+        zmeta = json.load(f)
+    zmeta["shape"][-2:] = [2 ** 40, 2 ** 40]
+    with open(zpath, "w") as f:
+        json.dump(zmeta, f)
+    p = run("fuse", huge, os.path.join(d, "s.yaml"), "-o", os.path.join(d, "o5.zarr"), expect=1)
+    assert "001000" in p.stderr and "beyond" in p.stderr, p.stderr
 
 
 @case
