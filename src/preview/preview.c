@@ -70,7 +70,7 @@ static ts_status pick_level(const char *image, const ts_image_meta *meta, int ma
 
 /* Mean-downsamples channel c (t = 0, middle z) of arr by f into out
  * (oh x ow); valid[i] = 1 where any source pixel is non-zero. */
-static ts_status downsample(const tz_array *arr, const ts_image_meta *meta, int c, int64_t f,
+static ts_status downsample(const char *image, const tz_array *arr, const ts_image_meta *meta, int c, int64_t f,
                             int oh, int ow, float *out, unsigned char *valid, ts_error *err) {
     const tz_array_meta *m = tz_array_get_meta(arr);
     int ya = meta->axis_index[3], xa = meta->axis_index[4];
@@ -82,8 +82,13 @@ static ts_status downsample(const tz_array *arr, const ts_image_meta *meta, int 
     /* bands: whole output rows, at least one chunk row high */
     int64_t band = f;
     while (band < m->chunk[ya] && band < H) band += f;
-    size_t es = ts_dtype_size(m->dtype);
-    void *buf = malloc((size_t)band * (size_t)W * es);
+    size_t es = ts_dtype_size(m->dtype), bytes;
+    /* The shape comes from the store: a product that wraps would be a small
+     * buffer read into as if it were large. */
+    if (__builtin_mul_overflow((size_t)band, (size_t)W, &bytes) || __builtin_mul_overflow(bytes, es, &bytes))
+        return ts_fail(err, TS_ERR_FORMAT, "%s: a %lld x %lld plane is too large to preview", image, (long long)H,
+                       (long long)W);
+    void *buf = malloc(bytes);
     double *sum = calloc((size_t)ow, sizeof *sum);
     int64_t *cnt = calloc((size_t)ow, sizeof *cnt);
     if (!buf || !sum || !cnt) {
@@ -248,10 +253,11 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
         goto done;
     }
     int64_t longest = lp.h > lp.w ? lp.h : lp.w;
-    int64_t f = (longest + opt->max_size - 1) / opt->max_size;
+    /* ceil(a / b) without a + b - 1, which overflows for shapes near 2^63 */
+    int64_t f = longest / opt->max_size + (longest % opt->max_size != 0);
     if (f < 1) f = 1;
-    cv.h = (int)((lp.h + f - 1) / f);
-    cv.w = (int)((lp.w + f - 1) / f);
+    cv.h = (int)(lp.h / f + (lp.h % f != 0));
+    cv.w = (int)(lp.w / f + (lp.w % f != 0));
     size_t n = (size_t)cv.h * (size_t)cv.w;
     cv.rgb = calloc(n * 3, sizeof *cv.rgb);
     plane = malloc(n * sizeof *plane);
@@ -264,7 +270,7 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
     if (nc > TS_MAX_CHANNELS) nc = TS_MAX_CHANNELS;
     for (int c = 0; c < nc; c++) {
         memset(valid, 0, n);
-        if ((st = downsample(arr, &meta, c, f, cv.h, cv.w, plane, valid, err)) != TS_OK) goto done;
+        if ((st = downsample(image, arr, &meta, c, f, cv.h, cv.w, plane, valid, err)) != TS_OK) goto done;
         float col[3] = {1, 1, 1};
         if (nc > 1 && !(c < meta.nchannels && pv_parse_color(meta.channel_colors[c], col)))
             pv_parse_color(PALETTE[c % 6], col);

@@ -135,6 +135,19 @@ def main():
     check(p.returncode == 1 and "000001" in p.stderr and "runtime error" not in p.stderr,
           f"huge tile: rc {p.returncode} {p.stderr.strip()}")
     check(not os.path.exists(png_huge), "a failed preview left a file")
+    # the same in a single-image (fused-like) well: the band buffer size wrapped
+    one = os.path.join(TMP, "one.zarr")
+    run("simulate", "-o", one, "--grid", "1x1", "--tile", "64x64", "--format", "0.4", "-q")
+    zpath = os.path.join(one, "A", "1", "000000", "0", ".zarray")
+    with open(zpath) as f:
+        zmeta = json.load(f)
+    zmeta["shape"][-2:] = [2 ** 40, 2 ** 40]
+    with open(zpath, "w") as f:
+        json.dump(zmeta, f)
+    p = run("preview", one, "-o", png_huge, ok=False)
+    check(p.returncode == 1 and "too large" in p.stderr and "runtime error" not in p.stderr,
+          f"huge mosaic: rc {p.returncode} {p.stderr.strip()}")
+    check(not os.path.exists(png_huge), "a failed preview left a file")
 
     finish()
 
