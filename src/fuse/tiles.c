@@ -11,6 +11,8 @@
 
 /* Largest tile side fused (2^30, as preview): tiles are camera frames. */
 #define FUSE_MAX_TILE_SIDE ((int64_t)1 << 30)
+/* and T, C, Z (a block holds all C; C x block^2 must stay far from overflow). */
+#define FUSE_MAX_TCZ ((int64_t)1 << 20)
 
 typedef struct meta_job {
     fuse_well *W;
@@ -54,6 +56,12 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
         ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: tile plane of %lldx%lld px is beyond %lld px a side",
                 W->plate->path, well->path, well->positions[t->position], (long long)t->raw_h,
                 (long long)t->raw_w, (long long)FUSE_MAX_TILE_SIDE);
+        rc = 1;
+    }
+    if (!rc && (t->T > FUSE_MAX_TCZ || t->C > FUSE_MAX_TCZ || t->Z > FUSE_MAX_TCZ)) {
+        ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: T, C, Z of %lld, %lld, %lld: beyond %lld",
+                W->plate->path, well->path, well->positions[t->position], (long long)t->T,
+                (long long)t->C, (long long)t->Z, (long long)FUSE_MAX_TCZ);
         rc = 1;
     }
     if (!rc && (t->raw_h <= 0 || t->raw_w <= 0 || t->T <= 0 || t->C <= 0 || t->Z <= 0)) {

@@ -356,6 +356,11 @@ def errors_are_clear():
         json.dump(zmeta, f)
     p = run("fuse", huge, os.path.join(d, "s.yaml"), "-o", os.path.join(d, "o5.zarr"), expect=1)
     assert "001000" in p.stderr and "beyond" in p.stderr, p.stderr
+    zmeta["shape"] = [1, 2 ** 40, 1, 16, 16]  # and 2^40 channels, zero-padded by --tcz max
+    with open(zpath, "w") as f:
+        json.dump(zmeta, f)
+    p = run("fuse", huge, os.path.join(d, "s.yaml"), "-o", os.path.join(d, "o5.zarr"), "--tcz", "max", expect=1)
+    assert "001000" in p.stderr and "beyond" in p.stderr, p.stderr
 
 
 @case
