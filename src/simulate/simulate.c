@@ -107,9 +107,14 @@ static ts_status check_options(const ts_simulate_options *o, ts_error *err) {
         return ts_fail(err, TS_ERR_ARG, "channels/timepoints/z must be >= 1 (channels <= %d)",
                        TS_MAX_CHANNELS);
     if (!(o->jitter >= 0) || !(o->noise >= 0) || !(o->vignetting >= 0 && o->vignetting < 1) ||
-        !(o->background >= 0))
-        return ts_fail(err, TS_ERR_ARG, "jitter, noise and background must be >= 0, vignetting "
-                                        "in [0, 1)");
+        !(o->background >= 0) || !isfinite(o->noise) || !isfinite(o->background))
+        return ts_fail(err, TS_ERR_ARG, "jitter, noise and background must be finite and >= 0, "
+                                        "vignetting in [0, 1)");
+    /* Beyond a tile size the jitter reorders tiles (no longer a grid scan),
+     * and a huge one put the specimen's cell indices out of int64 range. */
+    int smaller = o->tile_h < o->tile_w ? o->tile_h : o->tile_w;
+    if (!(o->jitter <= smaller))
+        return ts_fail(err, TS_ERR_ARG, "jitter %g px: at most the tile size (%d px)", o->jitter, smaller);
     if (!(o->blank_fraction >= 0 && o->blank_fraction <= 1) ||
         !(o->missing_fraction >= 0 && o->missing_fraction < 1))
         return ts_fail(err, TS_ERR_ARG, "blank fraction must be in [0, 1], missing in [0, 1)");

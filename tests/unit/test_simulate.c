@@ -75,6 +75,15 @@ static void test_options_checked(void **state) {
     o.wells = "A/1,A/1";
     assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
     o.wells = "A/1";
+    o.jitter = 1e300; /* was accepted: float -> int64 overflow in the specimen */
+    assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
+    assert_non_null(strstr(err.message, "jitter"));
+    o.jitter = INFINITY;
+    assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
+    o.jitter = 3;
+    o.noise = NAN;
+    assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
+    o.noise = 0;
     o.missing_fraction = 1.0;
     assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
     assert_false(ts_path_exists(out)); /* nothing written on refusal */
