@@ -167,11 +167,13 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
     /* The rest of fuse_output_open's checks, here so that a mismatch in a
      * later well stops the run before an earlier one is written. */
     if (st == TS_OK && W.existing.present &&
-        (W.existing.dtype != opt->dtype || W.existing.C != W.L.C || W.existing.Z != W.L.Z))
-        st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic is %s with C=%lld, Z=%lld; this run "
-                     "writes %s with C=%lld, Z=%lld", image_path, ts_dtype_name(W.existing.dtype),
-                     (long long)W.existing.C, (long long)W.existing.Z, ts_dtype_name(opt->dtype),
-                     (long long)W.L.C, (long long)W.L.Z);
+        (W.existing.dtype != opt->dtype || W.existing.C != W.L.C || W.existing.Z != W.L.Z ||
+         W.existing.T <= opt->t_out))
+        st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic is %s with T=%lld, C=%lld, Z=%lld; this "
+                     "run writes %s with C=%lld, Z=%lld at T index %d", image_path,
+                     ts_dtype_name(W.existing.dtype), (long long)W.existing.T, (long long)W.existing.C,
+                     (long long)W.existing.Z, ts_dtype_name(opt->dtype), (long long)W.L.C,
+                     (long long)W.L.Z, opt->t_out);
     if (st) {
         free(W.tiles);
         if (err && !strstr(err->message, well->path)) ts_fail_context(err, st, "well %s", well->path);

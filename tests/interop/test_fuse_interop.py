@@ -294,6 +294,16 @@ def t_out_mismatch_in_second_well_writes_nothing():
     r = run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", expect=2)
     assert "B/1" in r.stderr and "float32" in r.stderr, r.stderr
     assert not os.path.exists(os.path.join(out, "A")), "well A/1 was written although B/1 does not fit"
+    # Same for a --t-out beyond the second well's timepoints.
+    out = os.path.join(d, "o2.zarr")
+    run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", "--wells", "B/1", "--format", "0.4")
+    run("fuse", p, s, "-o", out, "--t-out", 2, "--chunk", "16", "--wells", "A/1", "--format", "0.4")
+    t2 = os.path.join(out, "A", "1", "0", "0", "2")  # 0.4 chunk keys t/c/z/y/x: A/1's chunks of T 2
+    assert os.path.isdir(t2), os.listdir(os.path.dirname(t2))
+    shutil.rmtree(t2)
+    r = run("fuse", p, s, "-o", out, "--t-out", 2, "--chunk", "16", expect=2)
+    assert "B/1" in r.stderr and "T=1" in r.stderr, r.stderr
+    assert not os.path.exists(t2), "well A/1 was written although --t-out 2 is beyond B/1's timepoints"
 
 
 @case
