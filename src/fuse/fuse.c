@@ -296,7 +296,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     ts_shifts *shifts = NULL;
     ts_plate *plate = NULL;
     ts_pool *pool = NULL;
-    const char **wells = NULL;
+    const char **wells = NULL, **all_wells = NULL;
+    ts_plate *out_plate = NULL;
     fuse_well *prepared = NULL;
     int nprepared = 0;
     if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto done;
@@ -347,28 +348,46 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
         st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
         goto done;
     }
-    /* Plate metadata, unless adding a timepoint to an existing plate. */
+    /* Plate metadata: this run's wells; with --t-out into an existing plate,
+     * its wells plus those this run added (left as it is when none). */
     char probe[4200], probe2[4200];
     snprintf(probe, sizeof probe, "%s/zarr.json", opt->output);
     snprintf(probe2, sizeof probe2, "%s/.zattrs", opt->output);
-    if (!(opt->t_out >= 0 && (ts_path_exists(probe) || ts_path_exists(probe2)))) {
-        static const char *const positions[] = {"0"};
-        ts_plate_layout layout = {
-            .path = opt->output,
-            .version = opt->format,
-            .name = plate->name[0] ? plate->name : NULL,
-            .nwells = nwells,
-            .wells = wells,
-            .npositions = 1,
-            .positions = positions,
-            .field_count = 1,
-        };
-        st = ts_plate_write_layout(&layout, err);
+    static const char *const positions[] = {"0"};
+    ts_plate_layout layout = {
+        .path = opt->output,
+        .version = opt->format,
+        .name = plate->name[0] ? plate->name : NULL,
+        .nwells = nwells,
+        .wells = wells,
+        .npositions = 1,
+        .positions = positions,
+        .field_count = 1,
+    };
+    if (opt->t_out >= 0 && (ts_path_exists(probe) || ts_path_exists(probe2))) {
+        if ((st = ts_plate_open(opt->output, &out_plate, err)) != TS_OK) goto done;
+        all_wells = calloc((size_t)(out_plate->nwells + nwells) + 1, sizeof *all_wells);
+        if (!all_wells) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto done; }
+        int nall = 0;
+        for (int i = 0; i < out_plate->nwells; i++) all_wells[nall++] = out_plate->wells[i].path;
+        for (int i = 0; i < nwells; i++) {
+            int k = 0;
+            while (k < out_plate->nwells && strcmp(all_wells[k], wells[i]) != 0) k++;
+            if (k == out_plate->nwells) all_wells[nall++] = wells[i];
+        }
+        if (nall == out_plate->nwells) goto done;
+        layout.version = out_plate->version;
+        layout.name = out_plate->name[0] ? out_plate->name : layout.name;
+        layout.nwells = nall;
+        layout.wells = all_wells;
     }
+    st = ts_plate_write_layout(&layout, err);
 done:
     for (int i = 0; prepared && i < nprepared; i++) free(prepared[i].tiles);
     free(prepared);
     free(wells);
+    free(all_wells);
+    ts_plate_close(out_plate);
     ts_pool_destroy(pool);
     ts_plate_close(plate);
     ts_shifts_free(shifts);

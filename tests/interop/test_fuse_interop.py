@@ -307,6 +307,24 @@ def t_out_mismatch_in_second_well_writes_nothing():
 
 
 @case
+def t_out_adds_a_well_to_an_existing_plate():
+    """A --t-out run that creates a well in an existing output plate lists it
+    in the plate metadata (it was left unlisted, invisible to readers)."""
+    d = fresh("tout_newwell")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1", "B/1"], tile_hw=(16, 16), grid=(2, 1))
+    p, s = os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml")
+    R.write_shifts(s, info)
+    for fmt in ("0.4", "0.5"):
+        out = os.path.join(d, "o%s.zarr" % fmt)
+        run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", "--wells", "B/1", "--format", fmt)
+        run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", "--wells", "A/1", "--format", fmt)
+        attrs = json.load(open(os.path.join(out, ".zattrs" if fmt == "0.4" else "zarr.json")))
+        plate = attrs["plate"] if fmt == "0.4" else attrs["attributes"]["ome"]["plate"]
+        assert sorted(w["path"] for w in plate["wells"]) == ["A/1", "B/1"], plate["wells"]
+        R.validate_ngff(out, ["A/1", "B/1"], fmt)
+
+
+@case
 def orientation_mismatch_warns():
     d = fresh("mismatch")
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2))
