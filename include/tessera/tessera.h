@@ -138,7 +138,7 @@ typedef struct ts_solve_options {
     int max_iterations;            /* IRLS, default 100 */
     double tolerance;              /* IRLS stop: max position change, px; default 1e-3 */
     double cost_tolerance;         /* IRLS stop: a step lowered the L1 cost by less than
-                                      this fraction of it; default 1e-5, 0 = off */
+                                      this fraction of it; default 3e-6, 0 = off */
     double outlier_px;             /* residual reported as outlier, default 5 */
 } ts_solve_options;
 

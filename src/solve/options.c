@@ -14,7 +14,7 @@ void ts_solve_options_init(ts_solve_options *opt) {
     opt->weight_floor = 1e-3;
     opt->max_iterations = 100;
     opt->tolerance = 1e-3;
-    opt->cost_tolerance = 1e-5;
+    opt->cost_tolerance = 3e-6;
     opt->outlier_px = 5.0;
 }
 
