@@ -77,7 +77,7 @@ int cmd_solve(int argc, char **argv) {
     ts_solve_options o;
     ts_solve_options_init(&o);
     const char *input = NULL, *output = NULL;
-    int tile_h = 0, tile_w = 0, threads = 0;
+    int tile_h = 0, tile_w = 0, threads = 0, npos = 0;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -98,12 +98,8 @@ int cmd_solve(int argc, char **argv) {
             if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, a, v, 0, 4096, &threads)) return CLI_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!input) {
-            input = a;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        } else if (cli_positional(cmd, a, &input, &npos, 1) != CLI_OK) {
+            return CLI_USAGE;
         }
     }
     if (!input) return cli_usage_error(cmd, "missing PAIRS.yaml");
