@@ -7,23 +7,19 @@ paths it names hold quotes and backslashes. Plates come from
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("TESSERA_BIN", "tessera")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interop_checks import check, finish  # noqa: E402
+import interop_checks  # noqa: E402
+
 TMP = tempfile.mkdtemp(prefix="cli_", dir=os.environ.get("TESSERA_TEST_TMP"))
 COMMANDS = ["simulate", "estimate", "solve", "fuse", "stitch", "info", "preview"]
-failures = []
 
 
 def run(*args):
-    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True)
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
+    return interop_checks.run(*map(str, args), ok=False)
 
 
 def one_line(p):
@@ -61,14 +57,14 @@ def main():
         check(s["shifts"] == out + ".shifts.yaml", f"stitch --json shifts {s['shifts']!r}")
         check(s["fuse"]["wells"] == 1 and s["estimate"]["tiles"] == 6, f"stitch --json {s}")
     except (ValueError, KeyError) as e:
-        failures.append(f"stitch --json is not valid JSON ({e}): {p.stdout!r}")
+        check(False, f"stitch --json is not valid JSON ({e}): {p.stdout!r}")
 
     solved = os.path.join(odd, "re\"solved.yaml")
     p = run("solve", out + ".shifts.yaml", "-o", solved, "--json")
     try:
         check(p.returncode == 0 and json.loads(p.stdout)["output"] == solved, f"solve --json {p.stdout!r}")
     except ValueError as e:
-        failures.append(f"solve --json is not valid JSON ({e}): {p.stdout!r}")
+        check(False, f"solve --json is not valid JSON ({e}): {p.stdout!r}")
 
     for args in (["estimate", plate, "-o", os.path.join(TMP, "e.yaml"), "--overlap", "10"],
                  ["fuse", plate, truth, "-o", os.path.join(TMP, "f.zarr"), "--chunk", "16"],
@@ -77,7 +73,7 @@ def main():
         try:
             json.loads(p.stdout)
         except ValueError as e:
-            failures.append(f"{args[0]} --json is not valid JSON ({e}): {p.stdout!r}")
+            check(False, f"{args[0]} --json is not valid JSON ({e}): {p.stdout!r}")
         check(p.returncode == 0, f"{args[0]}: exit {p.returncode} {p.stderr!r}")
 
     # The solver tuning flags of `solve` mean the same in estimate and stitch.
@@ -95,11 +91,7 @@ def main():
     check(p.returncode == 1 and one_line(p) and "missing.yaml" in p.stderr, f"fuse missing shifts: {p.returncode} {p.stderr!r}")
 
     shutil.rmtree(TMP, ignore_errors=True)
-    for f in failures:
-        print("FAIL:", f)
-    if failures:
-        sys.exit(1)
-    print("ok: CLI contract")
+    finish()
 
 
 if __name__ == "__main__":
