@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <png.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,19 @@ void pv_add_channel(pv_canvas *cv, const float *plane, const unsigned char *vali
             *p += x * color[k];
             if (*p > 1) *p = 1;
         }
+    }
+}
+
+double pv_value_at(const void *buf, ts_dtype dt, size_t k) {
+    switch (dt) {
+    case TS_UINT8: return ((const uint8_t *)buf)[k];
+    case TS_UINT16: return ((const uint16_t *)buf)[k];
+    case TS_INT16: return ((const int16_t *)buf)[k];
+    case TS_UINT32: return ((const uint32_t *)buf)[k];
+    case TS_INT32: return ((const int32_t *)buf)[k];
+    case TS_FLOAT32: return ((const float *)buf)[k];
+    case TS_FLOAT64: return ((const double *)buf)[k];
+    default: return 0;
     }
 }
 

@@ -18,6 +18,10 @@ typedef struct pv_canvas {
 void pv_add_channel(pv_canvas *cv, const float *plane, const unsigned char *valid, double lo_pct,
                     double hi_pct, const float color[3]);
 
+/* Element k of a buffer of dtype dt as a double (0 for a dtype preview
+ * does not read). */
+double pv_value_at(const void *buf, ts_dtype dt, size_t k);
+
 /* Parses "RRGGBB"; false if malformed. */
 int pv_parse_color(const char *hex, float out[3]);
 

@@ -29,19 +29,6 @@ typedef struct mosaic_job {
     ts_error *errors;       /* per worker */
 } mosaic_job;
 
-static double value_at(const void *buf, ts_dtype dt, size_t k) {
-    switch (dt) {
-    case TS_UINT8: return ((const uint8_t *)buf)[k];
-    case TS_UINT16: return ((const uint16_t *)buf)[k];
-    case TS_INT16: return ((const int16_t *)buf)[k];
-    case TS_UINT32: return ((const uint32_t *)buf)[k];
-    case TS_INT32: return ((const int32_t *)buf)[k];
-    case TS_FLOAT32: return ((const float *)buf)[k];
-    case TS_FLOAT64: return ((const double *)buf)[k];
-    default: return 0;
-    }
-}
-
 static int add_tile(void *user, int64_t t, int worker) {
     mosaic_job *J = user;
     ts_error *err = &J->errors[worker];
@@ -96,7 +83,7 @@ static int add_tile(void *user, int64_t t, int worker) {
             int lr = (int)((oy + y) / J->f) - r0;
             for (int64_t x = 0; x < ow; x++) {
                 int lc = (int)((ox + x) / J->f) - c0;
-                ls[lr * lw + lc] += value_at(oriented, m->dtype, (size_t)(y * ow + x));
+                ls[lr * lw + lc] += pv_value_at(oriented, m->dtype, (size_t)(y * ow + x));
                 if (c == 0) lcnt[lr * lw + lc]++;
             }
         }

@@ -111,17 +111,7 @@ static ts_status downsample(const char *image, const tz_array *arr, const ts_ima
             for (int64_t r = r0; r < r0 + f && r < bh; r++)
                 for (int64_t x = 0; x < W; x++) {
                     size_t k = (size_t)(r * W + x);
-                    double v;
-                    switch (m->dtype) {
-                    case TS_UINT8: v = ((const uint8_t *)buf)[k]; break;
-                    case TS_UINT16: v = ((const uint16_t *)buf)[k]; break;
-                    case TS_INT16: v = ((const int16_t *)buf)[k]; break;
-                    case TS_UINT32: v = ((const uint32_t *)buf)[k]; break;
-                    case TS_INT32: v = ((const int32_t *)buf)[k]; break;
-                    case TS_FLOAT32: v = ((const float *)buf)[k]; break;
-                    case TS_FLOAT64: v = ((const double *)buf)[k]; break;
-                    default: v = 0; break;
-                    }
+                    double v = pv_value_at(buf, m->dtype, k);
                     if (!isfinite(v)) continue;
                     int ox = (int)(x / f);
                     sum[ox] += v;

@@ -20,6 +20,15 @@ from interop_checks import check, finish, run
 TMP = os.path.join(os.environ["TESSERA_TEST_TMP"], "preview_py")
 
 
+def claim_huge_plane(zarray):
+    """Rewrites a v2 array's shape to a 2^40 x 2^40 plane (metadata only)."""
+    with open(zarray) as f:
+        zmeta = json.load(f)
+    zmeta["shape"][-2:] = [2 ** 40, 2 ** 40]
+    with open(zarray, "w") as f:
+        json.dump(zmeta, f)
+
+
 def main():
     if os.path.exists(TMP):
         shutil.rmtree(TMP)
@@ -124,12 +133,7 @@ def main():
     # clear error naming it, no picture (H * W overflowed and crashed)
     huge = os.path.join(TMP, "huge.zarr")
     shutil.copytree(rot, huge)
-    zpath = os.path.join(huge, "A", "1", "000001", "0", ".zarray")
-    with open(zpath) as f:
-        zmeta = json.load(f)
-    zmeta["shape"][-2:] = [2 ** 40, 2 ** 40]
-    with open(zpath, "w") as f:
-        json.dump(zmeta, f)
+    claim_huge_plane(os.path.join(huge, "A", "1", "000001", "0", ".zarray"))
     png_huge = os.path.join(TMP, "huge.png")
     p = run("preview", huge, "-o", png_huge, "--shifts", rtruth, ok=False)
     check(p.returncode == 1 and "000001" in p.stderr and "runtime error" not in p.stderr,
@@ -138,12 +142,7 @@ def main():
     # the same in a single-image (fused-like) well: the band buffer size wrapped
     one = os.path.join(TMP, "one.zarr")
     run("simulate", "-o", one, "--grid", "1x1", "--tile", "64x64", "--format", "0.4", "-q")
-    zpath = os.path.join(one, "A", "1", "000000", "0", ".zarray")
-    with open(zpath) as f:
-        zmeta = json.load(f)
-    zmeta["shape"][-2:] = [2 ** 40, 2 ** 40]
-    with open(zpath, "w") as f:
-        json.dump(zmeta, f)
+    claim_huge_plane(os.path.join(one, "A", "1", "000000", "0", ".zarray"))
     p = run("preview", one, "-o", png_huge, ok=False)
     check(p.returncode == 1 and "too large" in p.stderr and "runtime error" not in p.stderr,
           f"huge mosaic: rc {p.returncode} {p.stderr.strip()}")
