@@ -21,6 +21,8 @@ static const char *SOLVE_USAGE =
     "  --weight-floor W       smallest edge weight, default 1e-3\n"
     "  --max-iterations N     IRLS iterations at most, default 100\n"
     "  --tolerance PX         IRLS stops when no tile moves more, default 1e-3\n"
+    "  --cost-tolerance R     IRLS also stops when an iteration lowers the L1 cost\n"
+    "                         by less than R of it, default 3e-6 (0 = off)\n"
     "  --outlier-px PX        pairs with a larger residual are outliers, default 5\n"
     "  --tile HxW             tile shape, for files without tile_shape (used as\n"
     "                         the pitch of an axis without pairs, and written out)\n"
@@ -58,6 +60,12 @@ int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_op
         if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->tolerance)) return -1;
         if (!(o->tolerance > 0)) {
             cli_usage_error(cmd, "--tolerance: must be > 0");
+            return -1;
+        }
+    } else if (!strcmp(a, "--cost-tolerance")) {
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->cost_tolerance)) return -1;
+        if (o->cost_tolerance < 0) {
+            cli_usage_error(cmd, "--cost-tolerance: must be >= 0");
             return -1;
         }
     } else if (!strcmp(a, "--outlier-px")) {

@@ -80,11 +80,14 @@ def main():
     for c, extra in (("estimate", ["-o", os.path.join(TMP, "e2.yaml")]),
                      ("stitch", ["-o", os.path.join(TMP, "s2.zarr"), "--chunk", "16"])):
         p = run(c, plate, *extra, "--overlap", "10", "--max-iterations", "7", "--tolerance", "1e-4",
-                "--weight-floor", "0.01", "--outlier-px", "3", "--solver", "l2")
+                "--weight-floor", "0.01", "--outlier-px", "3", "--cost-tolerance", "0", "--solver", "l2")
         check(p.returncode == 0, f"{c} with solver tuning flags: exit {p.returncode} {p.stderr!r}")
         p = run(c, plate, *extra, "--overlap", "10", "--max-iterations", "0")
         check(p.returncode == 2 and one_line(p) and "--max-iterations" in p.stderr,
               f"{c} --max-iterations 0: exit {p.returncode} {p.stderr!r}")
+        p = run(c, plate, *extra, "--overlap", "10", "--cost-tolerance", "-1")
+        check(p.returncode == 2 and one_line(p) and "--cost-tolerance" in p.stderr,
+              f"{c} --cost-tolerance -1: exit {p.returncode} {p.stderr!r}")
 
     # A failure that is not a usage error: exit 1, one line naming the file.
     p = run("fuse", plate, os.path.join(TMP, "missing.yaml"), "-o", os.path.join(TMP, "g.zarr"))
