@@ -40,6 +40,7 @@ static void accumulate_cpu(float *restrict num, float *restrict den, const float
                            const float *restrict w, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float vi = v[i], wi = w[i];       /* unconditional loads: if-convertible */
+        vi = vi == vi ? vi : 0.0f;        /* a NaN pixel (float input) is no data, like 0 */
         wi = vi != 0.0f ? wi : 0.0f;
         num[i] += wi * vi;
         den[i] += wi;
@@ -53,8 +54,8 @@ static void normalise_u16_cpu(uint16_t *restrict out, const float *restrict num,
          * uncovered pixels without a branch. */
         float q = num[i] / at_least_min(den[i]);
         q = q + 0.5f;                       /* round to nearest (half up) */
-        q = q < 0.0f ? 0.0f : q;
-        q = q > 65535.0f ? 65535.0f : q;
+        q = q >= 0.0f ? q : 0.0f;           /* written so that a NaN becomes 0: */
+        q = q <= 65535.0f ? q : 65535.0f;   /* converting NaN to an integer is UB */
         out[i] = (uint16_t)(int32_t)q;
     }
 }

@@ -19,10 +19,12 @@ typedef struct ts_fuse_kernels {
      * with d = min(y, x, h-1-y, w-1-x); average: w = 1. out holds h*w. */
     void (*weights)(float *out, int64_t h, int64_t w, ts_blend blend, double exponent);
     /* One row segment of a tile over one row of a block:
-     * num += w*v, den += w where v != 0 (zero pixels are padding). */
+     * num += w*v, den += w where v != 0 (zero pixels are padding) and v is not
+     * NaN (no data in a float tile). */
     void (*accumulate)(float *restrict num, float *restrict den, const float *restrict v,
                        const float *restrict w, int64_t n);
-    /* out = num/den, 0 where den == 0; rounded to nearest and clamped. */
+    /* out = num/den, 0 where den == 0; rounded to nearest and clamped (a NaN
+     * quotient gives 0). */
     void (*normalise_u16)(uint16_t *restrict out, const float *restrict num,
                           const float *restrict den, int64_t n);
     void (*normalise_f32)(float *restrict out, const float *restrict num,
