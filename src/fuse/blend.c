@@ -210,6 +210,10 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
                 return ts_fail(err, TS_ERR_UNSUPPORTED, "tile %s/%s: dtype %s is not supported by fuse",
                                well->path, well->positions[t->position], ts_dtype_name(t->dtype));
             }
+            /* NaN in a float tile is no data: make it 0 (padding), so that it
+             * carries no weight instead of poisoning the blend. */
+            if (t->dtype == TS_FLOAT32 || t->dtype == TS_FLOAT64)
+                for (int64_t k = 0; k < n; k++) dst[k] = dst[k] == dst[k] ? dst[k] : 0.0f;
         }
     }
     free(raw);

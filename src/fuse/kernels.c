@@ -40,7 +40,6 @@ static void accumulate_cpu(float *restrict num, float *restrict den, const float
                            const float *restrict w, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float vi = v[i], wi = w[i];       /* unconditional loads: if-convertible */
-        vi = vi == vi ? vi : 0.0f;        /* a NaN pixel (float input) is no data, like 0 */
         wi = vi != 0.0f ? wi : 0.0f;
         num[i] += wi * vi;
         den[i] += wi;

@@ -19,8 +19,8 @@ typedef struct ts_fuse_kernels {
      * with d = min(y, x, h-1-y, w-1-x); average: w = 1. out holds h*w. */
     void (*weights)(float *out, int64_t h, int64_t w, ts_blend blend, double exponent);
     /* One row segment of a tile over one row of a block:
-     * num += w*v, den += w where v != 0 (zero pixels are padding) and v is not
-     * NaN (no data in a float tile). */
+     * num += w*v, den += w where v != 0 (zero pixels are padding; the tile
+     * reader turns NaN, no data in a float tile, into 0 before this). */
     void (*accumulate)(float *restrict num, float *restrict den, const float *restrict v,
                        const float *restrict w, int64_t n);
     /* out = num/den, 0 where den == 0; rounded to nearest and clamped (a NaN
