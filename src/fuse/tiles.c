@@ -26,21 +26,27 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
     ts_error *err = &J->errors[worker];
     tz_array *arr = NULL;
     const ts_well_info *well = &W->plate->wells[W->w];
-    if (ts_plate_open_array(W->plate, W->w, t->position, 0, &arr, err) != TS_OK) return 1;
+    ts_image_meta meta;
+    char path[4200];
+    ts_plate_image_path(W->plate, W->w, t->position, path, sizeof path);
+    if (ts_plate_image_meta(W->plate, W->w, t->position, &meta, err) != TS_OK) return 1;
+    if (ts_image_open_array(path, &meta, 0, &arr, err) != TS_OK) return 1;
     const tz_array_meta *m = tz_array_get_meta(arr);
     int rc = 0;
-    if (m->ndim == 5) {
-        t->T = m->shape[0], t->C = m->shape[1], t->Z = m->shape[2];
-        t->raw_h = m->shape[3], t->raw_w = m->shape[4];
-    } else if (m->ndim == 2) {
-        t->T = t->C = t->Z = 1;
-        t->raw_h = m->shape[0], t->raw_w = m->shape[1];
-    } else {
-        ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: array has %d dimensions, expected 5 (t, c, z, y, x)",
-                W->plate->path, well->path, well->positions[t->position], m->ndim);
+    /* Any axis subset with y and x (yx, cyx, zyx, czyx, tczyx): absent
+     * t, c, z are size 1. load_strip reads all channels of one (t, z) as
+     * c planes of y rows of x, so c must precede y and y precede x. */
+    const int *ax = meta.axis_index;
+    if (ax[4] < ax[3] || (ax[1] >= 0 && ax[1] > ax[3])) {
+        ts_fail(err, TS_ERR_UNSUPPORTED, "%s/0: axes are not in t, c, z, y, x order (c at %d, y at %d, "
+                "x at %d); fuse needs c before y before x", path, ax[1], ax[3], ax[4]);
         tz_array_close(arr);
         return 1;
     }
+    int64_t extent[5];
+    ts_image_extent(&meta, m, extent);
+    t->T = extent[0], t->C = extent[1], t->Z = extent[2];
+    t->raw_h = extent[3], t->raw_w = extent[4];
     t->dtype = m->dtype;
     switch (t->dtype) {
     case TS_UINT8: case TS_INT8: case TS_UINT16: case TS_INT16:

@@ -100,6 +100,18 @@ ts_status ts_image_read_meta(const char *image_path, ts_ome_version *version,
 ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta, int level,
                               tz_array **out, ts_error *err);
 
+/* Size of t, c, z, y, x in an array of this image: 1 for an axis the
+ * image lacks (a cyx tile is T = Z = 1). */
+void ts_image_extent(const ts_image_meta *meta, const tz_array_meta *am, int64_t extent[5]);
+
+/* The read box, in the array's own dimensions, of a box given per t, c, z,
+ * y, x (start5/count5): an absent axis takes only start 0, count 1. The
+ * data read keep the array's dimension order. Out of range: TS_ERR_ARG
+ * naming `path` and the axis. */
+ts_status ts_image_box(const ts_image_meta *meta, const tz_array_meta *am, const int64_t start5[5],
+                       const int64_t count5[5], int64_t start[TZ_MAX_DIM],
+                       int64_t count[TZ_MAX_DIM], const char *path, ts_error *err);
+
 /* ---- writing ---- */
 
 typedef struct ts_plate_layout {

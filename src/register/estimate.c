@@ -104,33 +104,31 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     if (st == TS_OK) st = ts_image_open_array(path, &meta, 0, &arr, err);
     if (st != TS_OK) goto fail;
     const tz_array_meta *am = tz_array_get_meta(arr);
-    int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];
-    for (int d = 0; d < am->ndim; d++) start[d] = 0, count[d] = 1;
+    int64_t extent[5];
+    ts_image_extent(&meta, am, extent);
     const int want[3] = {c->opt->timepoint, c->opt->channel, c->opt->z};
     static const char *const axis_name[3] = {"timepoint", "channel", "z"};
-    for (int a = 0; a < 3; a++) {
-        int d = meta.axis_index[a];
-        int64_t size = d >= 0 ? am->shape[d] : 1;
-        if (want[a] >= size) {
+    for (int a = 0; a < 3; a++)
+        if (want[a] >= extent[a]) {
             st = ts_fail(err, TS_ERR_ARG, "%s: %s %d requested but the tile has %lld", path,
-                         axis_name[a], want[a], (long long)size);
+                         axis_name[a], want[a], (long long)extent[a]);
             goto fail;
         }
-        if (d >= 0) start[d] = want[a];
-    }
     int dy = meta.axis_index[3], dx = meta.axis_index[4];
     if (dy < 0 || dx < 0) {
         st = ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
         goto fail;
     }
-    if (am->shape[dy] != c->raw_h || am->shape[dx] != c->raw_w) {
+    if (extent[3] != c->raw_h || extent[4] != c->raw_w) {
         st = ts_fail(err, TS_ERR_UNSUPPORTED, "%s: tile is %lldx%lld but the first tile is %lldx%lld",
-                     path, (long long)am->shape[dy], (long long)am->shape[dx],
+                     path, (long long)extent[3], (long long)extent[4],
                      (long long)c->raw_h, (long long)c->raw_w);
         goto fail;
     }
-    count[dy] = c->raw_h;
-    count[dx] = c->raw_w;
+    const int64_t start5[5] = {want[0], want[1], want[2], 0, 0};
+    const int64_t count5[5] = {1, 1, 1, c->raw_h, c->raw_w};
+    int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];
+    if ((st = ts_image_box(&meta, am, start5, count5, start, count, path, err)) != TS_OK) goto fail;
     size_t n = (size_t)(c->raw_h * c->raw_w);
     raw = malloc(n * ts_dtype_size(am->dtype));
     flat = malloc(n * sizeof(float));
@@ -309,8 +307,10 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
             tz_array_close(arr);
             return ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
         }
-        c->raw_h = am->shape[meta.axis_index[3]];
-        c->raw_w = am->shape[meta.axis_index[4]];
+        int64_t extent[5];
+        ts_image_extent(&meta, am, extent);
+        c->raw_h = extent[3];
+        c->raw_w = extent[4];
         tz_array_close(arr);
         ts_orient_shape(&c->opt->orientation, c->raw_h, c->raw_w, &c->h, &c->w);
         return TS_OK;
