@@ -223,6 +223,12 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     return TS_OK;
 }
 
+/* n quotients num/den into out, of the output dtype. */
+static void normalise(const fuse_well *W, void *out, const float *num, const float *den, int64_t n) {
+    if (W->out_dtype == TS_FLOAT32) W->K->normalise_f32(out, num, den, n);
+    else W->K->normalise_u16(out, num, den, n);
+}
+
 static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
                                const fuse_strip *const *strips, int nstrips, ts_error *err) {
     fuse_well *W = user;
@@ -237,14 +243,33 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
     const int *slot_of = band->block_slots + band->block_start[bx];
     /* Rows are blended in groups small enough for num/den to stay in cache
      * (a whole 2560 x 2560 block of them would be 52 MB of memory traffic
-     * per pass); padding rows below the canvas normalise to 0. */
+     * per pass). */
     const int64_t R = fuse_row_group(B);
+    /* Only the block's part inside the canvas (rows [y0, y1), columns
+     * [x0, x1)) is blended; the padding of an edge block (most of it, for
+     * a thin last band or column) is zeroed, which is what blending it
+     * gave (no tile covers it). */
+    const size_t es = W->out_elem;
+    const int64_t vw = x1 - x0;
     for (int64_t c = 0; c < L->C; c++) {
+        unsigned char *out = (unsigned char *)sc->level[0] + (size_t)(c * B * B) * es;
         for (int64_t g0 = y0; g0 < y0 + B; g0 += R) {
             const int64_t g1 = g0 + R < y0 + B ? g0 + R : y0 + B;
-            memset(sc->num, 0, (size_t)((g1 - g0) * B) * sizeof(float));
-            memset(sc->den, 0, (size_t)((g1 - g0) * B) * sizeof(float));
-            for (int k = 0; g0 < y1 && k < nstrips; k++) {
+            const int64_t gv = g1 < y1 ? g1 : y1;  /* rows [g0, gv) are in the canvas */
+            if (g0 >= gv) {
+                memset(out + (size_t)((g0 - y0) * B) * es, 0, (size_t)((g1 - g0) * B) * es);
+                continue;
+            }
+            if (vw == B) {
+                memset(sc->num, 0, (size_t)((gv - g0) * B) * sizeof(float));
+                memset(sc->den, 0, (size_t)((gv - g0) * B) * sizeof(float));
+            } else {
+                for (int64_t y = g0; y < gv; y++) {
+                    memset(sc->num + (y - g0) * B, 0, (size_t)vw * sizeof(float));
+                    memset(sc->den + (y - g0) * B, 0, (size_t)vw * sizeof(float));
+                }
+            }
+            for (int k = 0; k < nstrips; k++) {
                 const fuse_strip *s = strips[k];
                 if (c >= s->nc) continue;
                 const fuse_tile *t = &W->tiles[band->slots[slot_of[k]].tile];
@@ -264,11 +289,15 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
                                      wimg + ty * t->w + (xa - t->ox), xb - xa);
                 }
             }
-            int64_t out_off = c * B * B + (g0 - y0) * B, n = (g1 - g0) * B;
-            if (W->out_dtype == TS_FLOAT32)
-                W->K->normalise_f32((float *)sc->level[0] + out_off, sc->num, sc->den, n);
-            else
-                W->K->normalise_u16((uint16_t *)sc->level[0] + out_off, sc->num, sc->den, n);
+            /* Rows in the canvas: normalised over the canvas width (in one
+             * span when that is the whole block width), zero beyond. */
+            int64_t span = vw == B ? gv - g0 : 1;
+            for (int64_t y = g0; y < gv; y += span) {
+                unsigned char *o = out + (size_t)((y - y0) * B) * es;
+                normalise(W, o, sc->num + (y - g0) * B, sc->den + (y - g0) * B, vw == B ? span * B : vw);
+                if (vw < B) memset(o + (size_t)vw * es, 0, (size_t)(B - vw) * es);
+            }
+            if (gv < g1) memset(out + (size_t)((gv - y0) * B) * es, 0, (size_t)((g1 - gv) * B) * es);
         }
     }
     return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);

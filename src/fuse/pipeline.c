@@ -10,6 +10,17 @@
 
 #include "common/error.h"
 
+/* Items of one process stage that idle workers may run (fuse_pipeline_share). */
+typedef struct share {
+    fuse_item_fn fn;
+    void *user;
+    int64_t n, next;     /* items; next one not started */
+    int running;         /* items started and not finished */
+    bool failed;
+    ts_error error;
+    struct share *link;  /* the sched's list of shares with items left */
+} share;
+
 enum { BLOCK_PENDING = 0, BLOCK_READY, BLOCK_RUNNING, BLOCK_DONE };
 
 typedef struct unit_state {
@@ -41,7 +52,11 @@ typedef struct sched {
     void *progress_user;
     const char *stage;
     int64_t strips_loaded;
+    share *shares;       /* shares with items not started */
 } sched;
+
+/* The pipeline the calling thread works for (NULL outside one). */
+static _Thread_local sched *tl_sched;
 
 static const fuse_band *unit_band(const sched *S, int64_t u) {
     return &S->plan->bands[u % S->plan->nbands];
@@ -217,9 +232,67 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     pthread_cond_broadcast(&S->cv);
 }
 
+/* Starts the next item of a share, runs it unlocked, records its end.
+ * Lock held; the share has items left. */
+static void run_item(sched *S, share *sh, int worker) {
+    int64_t i = sh->next++;
+    if (sh->next == sh->n) {  /* last one started: off the list */
+        share **p = &S->shares;
+        while (*p != sh) p = &(*p)->link;
+        *p = sh->link;
+    }
+    sh->running++;
+    ts_error e;
+    ts_error_clear(&e);
+    pthread_mutex_unlock(&S->mu);
+    ts_status st = sh->fn(sh->user, i, worker, &e);
+    pthread_mutex_lock(&S->mu);
+    sh->running--;
+    if (st != TS_OK && !sh->failed) {
+        sh->failed = true;
+        sh->error = e;
+        if (sh->next < sh->n) {  /* start no more */
+            sh->n = sh->next;
+            share **p = &S->shares;
+            while (*p != sh) p = &(*p)->link;
+            *p = sh->link;
+        }
+    }
+    pthread_cond_broadcast(&S->cv);
+}
+
+ts_status fuse_pipeline_share(int64_t n, fuse_item_fn fn, void *user, int worker, ts_error *err) {
+    sched *S = tl_sched;
+    if (!S || n <= 1) {
+        for (int64_t i = 0; i < n; i++) {
+            ts_status st = fn(user, i, worker, err);
+            if (st != TS_OK) return st;
+        }
+        return TS_OK;
+    }
+    share sh;
+    memset(&sh, 0, sizeof sh);
+    sh.fn = fn;
+    sh.user = user;
+    sh.n = n;
+    pthread_mutex_lock(&S->mu);
+    sh.link = S->shares;
+    S->shares = &sh;
+    pthread_cond_broadcast(&S->cv);
+    while (sh.next < sh.n) run_item(S, &sh, worker);
+    while (sh.running > 0) pthread_cond_wait(&S->cv, &S->mu);
+    pthread_mutex_unlock(&S->mu);
+    if (sh.failed) {
+        if (err) *err = sh.error;
+        return sh.error.code != TS_OK ? sh.error.code : TS_ERR_INTERNAL;
+    }
+    return TS_OK;
+}
+
 static int worker_main(void *user, int64_t index, int worker) {
     (void)index;
     sched *S = user;
+    tl_sched = S;
     pthread_mutex_lock(&S->mu);
     while (!S->failed && S->done < S->total) {
         int64_t u = 0, bx = 0;
@@ -230,10 +303,12 @@ static int worker_main(void *user, int64_t index, int worker) {
         if (have_block && (!loadable || S->loads_in_flight > 0)) do_block(S, worker, u, bx);
         else if (loadable) do_load(S, estimate);
         else if (have_block) do_block(S, worker, u, bx);
+        else if (S->shares) run_item(S, S->shares, worker);
         else pthread_cond_wait(&S->cv, &S->mu);
     }
     int r = S->failed ? 1 : 0;
     pthread_mutex_unlock(&S->mu);
+    tl_sched = NULL;
     return r;
 }
 

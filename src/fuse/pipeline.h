@@ -63,4 +63,15 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_st
                             void *progress_user, const char *stage, fuse_pipeline_stats *stats,
                             ts_error *err);
 
+/* Runs fn(user, i, worker, err) for i in [0, n): called from a process
+ * stage, it lets pipeline workers that have nothing else to do (no block
+ * ready, no strip to load) run items too, so the pieces of one large block
+ * (the chunks a 0.4 block is written as) do not all wait on one thread.
+ * worker is the index of the thread running the item (for its scratch).
+ * Returns when every item has finished; the first failure stops items not
+ * yet started and is returned. Outside a pipeline it runs the items in
+ * order on the calling thread. */
+typedef ts_status (*fuse_item_fn)(void *user, int64_t i, int worker, ts_error *err);
+ts_status fuse_pipeline_share(int64_t n, fuse_item_fn fn, void *user, int worker, ts_error *err);
+
 #endif
