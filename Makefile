@@ -55,7 +55,7 @@ demo: build
 	  --tile 256x320 --overlap 32 --jitter 4 --channels 2 --seed 1 --truth $(DEMO_OUT)/truth.yaml
 	$(BUILD)/tessera info $(DEMO_OUT)/plate.ome.zarr
 	$(BUILD)/tessera stitch $(DEMO_OUT)/plate.ome.zarr -o $(DEMO_OUT)/mosaic.ome.zarr --overlap 32 \
-	  --shifts-out $(DEMO_OUT)/shifts.yaml
+	  --shifts-out $(DEMO_OUT)/shifts.yaml --json
 	$(BUILD)/tessera info $(DEMO_OUT)/mosaic.ome.zarr
 	$(BUILD)/tessera preview $(DEMO_OUT)/mosaic.ome.zarr -o $(DEMO_OUT)/mosaic.png --shifts $(DEMO_OUT)/shifts.yaml
 	@echo "demo output: $(DEMO_OUT)/ (plate.ome.zarr, shifts.yaml, mosaic.ome.zarr, mosaic.png)"
