@@ -1,5 +1,6 @@
 /* The pipeline stages of one well: loading tile strips (read, orient,
  * convert to float32) and blending a block (accumulate, normalise, write). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -159,18 +160,19 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
         free(raw);
         return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
     }
-    /* The box by axis name (tiles may be yx, cyx, czyx, tczyx, ...);
-     * fuse_well_tiles checked that it reads as c planes of y rows of x. */
+    /* The box by axis name (tiles may be yx, cyx, czyx, tczyx, ...), from
+     * the axis map read_tile_meta kept: no image metadata is re-read here.
+     * read_tile_meta checked that it reads as c planes of y rows of x. */
     tz_array *arr = NULL;
-    ts_image_meta meta;
-    char path[4200];
-    ts_plate_image_path(W->plate, W->w, t->position, path, sizeof path);
-    ts_status st = ts_plate_image_meta(W->plate, W->w, t->position, &meta, err);
-    if (st == TS_OK) st = ts_image_open_array(path, &meta, 0, &arr, err);
+    char image[4200], path[4300];
+    ts_plate_image_path(W->plate, W->w, t->position, image, sizeof image);
+    snprintf(path, sizeof path, "%s/%s", image, t->level0);
+    ts_status st = tz_array_open(path, &arr, err);
     if (st == TS_OK) {
         const int64_t start5[5] = {t_in, 0, z, ry0, rx0}, count5[5] = {1, nc, 1, rh, rw};
         int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];
-        st = ts_image_box(&meta, tz_array_get_meta(arr), start5, count5, start, count, path, err);
+        st = ts_image_box(t->axis, t->ndim, tz_array_get_meta(arr), start5, count5, start, count,
+                          path, err);
         if (st == TS_OK) st = tz_array_read(arr, start, count, raw, err);
         tz_array_close(arr);
     }

@@ -27,6 +27,10 @@ typedef struct fuse_tile {
     int64_t T, C, Z;
     ts_dtype dtype;
     int shape_id;          /* index of its (h, w) in the weights cache */
+    /* Where the stored array is and how its dimensions map to t, c, z, y, x,
+     * read once from the image metadata so strip loads open the array only. */
+    int axis[5], ndim;
+    char level0[32];       /* path of resolution level 0 inside the image */
 } fuse_tile;
 
 typedef struct fuse_layout {

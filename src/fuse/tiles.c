@@ -1,6 +1,7 @@
 /* The tiles of one well: names matched between the shifts file and the
  * plate, stored shapes read from each tile's array metadata (in parallel),
  * oriented sizes and integer origins. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,9 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
         tz_array_close(arr);
         return 1;
     }
+    for (int a = 0; a < 5; a++) t->axis[a] = meta.axis_index[a];
+    t->ndim = meta.ndim;
+    snprintf(t->level0, sizeof t->level0, "%s", meta.level_paths[0]);
     int64_t extent[5];
     ts_image_extent(&meta, m, extent);
     t->T = extent[0], t->C = extent[1], t->Z = extent[2];

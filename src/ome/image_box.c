@@ -14,22 +14,25 @@ void ts_image_extent(const ts_image_meta *meta, const tz_array_meta *am, int64_t
     }
 }
 
-ts_status ts_image_box(const ts_image_meta *meta, const tz_array_meta *am, const int64_t start5[5],
-                       const int64_t count5[5], int64_t start[TZ_MAX_DIM],
+ts_status ts_image_box(const int axis_index[5], int ndim, const tz_array_meta *am,
+                       const int64_t start5[5], const int64_t count5[5], int64_t start[TZ_MAX_DIM],
                        int64_t count[TZ_MAX_DIM], const char *path, ts_error *err) {
-    if (am->ndim != meta->ndim || am->ndim > TZ_MAX_DIM)
+    if (am->ndim != ndim || am->ndim > TZ_MAX_DIM)
         return ts_fail(err, TS_ERR_FORMAT, "%s: array has %d dimensions but the image's axes list %d",
-                       path, am->ndim, meta->ndim);
+                       path, am->ndim, ndim);
     for (int d = 0; d < am->ndim; d++) start[d] = 0, count[d] = 1;
     int64_t extent[5];
-    ts_image_extent(meta, am, extent);
+    for (int a = 0; a < 5; a++) {
+        int d = axis_index[a];
+        extent[a] = d >= 0 && d < am->ndim ? am->shape[d] : 1;
+    }
     for (int a = 0; a < 5; a++) {
         if (start5[a] < 0 || count5[a] < 0 || start5[a] > extent[a] - count5[a])
             return ts_fail(err, TS_ERR_ARG, "%s: %c range [%lld, %lld) is outside the array's %lld%s",
                            path, AXIS_NAMES[a], (long long)start5[a],
                            (long long)(start5[a] + count5[a]), (long long)extent[a],
-                           meta->axis_index[a] < 0 ? " (the image has no such axis)" : "");
-        int d = meta->axis_index[a];
+                           axis_index[a] < 0 ? " (the image has no such axis)" : "");
+        int d = axis_index[a];
         if (d < 0) continue;
         start[d] = start5[a];
         count[d] = count5[a];

@@ -105,11 +105,13 @@ ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta,
 void ts_image_extent(const ts_image_meta *meta, const tz_array_meta *am, int64_t extent[5]);
 
 /* The read box, in the array's own dimensions, of a box given per t, c, z,
- * y, x (start5/count5): an absent axis takes only start 0, count 1. The
+ * y, x (start5/count5), for an image whose multiscales axes put t, c, z, y,
+ * x at axis_index (-1: absent) of ndim dimensions (ts_image_meta's
+ * axis_index and ndim; a reader may keep just these per tile): an absent axis takes only start 0, count 1. The
  * data read keep the array's dimension order. Out of range: TS_ERR_ARG
  * naming `path` and the axis. */
-ts_status ts_image_box(const ts_image_meta *meta, const tz_array_meta *am, const int64_t start5[5],
-                       const int64_t count5[5], int64_t start[TZ_MAX_DIM],
+ts_status ts_image_box(const int axis_index[5], int ndim, const tz_array_meta *am,
+                       const int64_t start5[5], const int64_t count5[5], int64_t start[TZ_MAX_DIM],
                        int64_t count[TZ_MAX_DIM], const char *path, ts_error *err);
 
 /* ---- writing ---- */

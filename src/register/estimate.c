@@ -128,7 +128,7 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     const int64_t start5[5] = {want[0], want[1], want[2], 0, 0};
     const int64_t count5[5] = {1, 1, 1, c->raw_h, c->raw_w};
     int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];
-    if ((st = ts_image_box(&meta, am, start5, count5, start, count, path, err)) != TS_OK) goto fail;
+    if ((st = ts_image_box(meta.axis_index, meta.ndim, am, start5, count5, start, count, path, err)) != TS_OK) goto fail;
     size_t n = (size_t)(c->raw_h * c->raw_w);
     raw = malloc(n * ts_dtype_size(am->dtype));
     flat = malloc(n * sizeof(float));
