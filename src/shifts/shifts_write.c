@@ -221,10 +221,14 @@ static void write_tiles(out_buf *b, const ts_shifts *s) {
     }
 }
 
+static bool any_pairs(const ts_shifts *s) {
+    for (int wi = 0; wi < s->nwells; wi++)
+        if (s->wells[wi].npairs > 0) return true;
+    return false;
+}
+
 static void write_pairs(out_buf *b, const ts_shifts *s) {
-    bool any = false;
-    for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].npairs > 0;
-    if (!any) return;
+    if (!any_pairs(s)) return;
     puts_(b, "pairs:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
@@ -301,9 +305,7 @@ static void write_residuals(out_buf *b, const ts_shifts *s) {
 }
 
 static void write_outliers(out_buf *b, const ts_shifts *s) {
-    bool any = false;
-    for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].npairs > 0;
-    if (!any) return;
+    if (!any_pairs(s)) return;
     puts_(b, "outliers:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];

@@ -26,9 +26,11 @@ def run(*args, ok=True):
     return p
 
 
-def finish():
-    """Exit 1 with the failure count, or print ok."""
-    if failures:
-        print(f"{len(failures)} failure(s)")
+def finish(more=()):
+    """Exit 1 listing every failure (those of check() and any in `more`, a
+    test's own list), or print ok."""
+    every = failures + list(more)
+    if every:
+        print(f"{len(every)} failure(s):\n  " + "\n  ".join(every))
         sys.exit(1)
     print("ok")

@@ -9,6 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import register_plates as rp  # noqa: E402
+from interop_checks import finish  # noqa: E402
 
 failures = []
 
@@ -105,10 +106,7 @@ def main():
     print(f"B/2, channel 1 (weak signal): max error {np.abs(d).max():.3f} px, "
           f"median {np.median(np.abs(d)):.3f} px (reported, not asserted)")
 
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        sys.exit(1)
-    print("ok")
+    finish(failures)
 
 
 if __name__ == "__main__":

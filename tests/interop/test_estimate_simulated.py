@@ -25,6 +25,7 @@ import zarr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import register_plates as rp  # noqa: E402
+from interop_checks import finish  # noqa: E402
 
 CASES = [
     # label, format, tile HxW (stored), acquisition flags, estimate flags, extra
@@ -158,10 +159,7 @@ def main():
             failures.append(f"{label}: tile_shape {s['tile_shape']}, want {want_shape}")
         if s["orientation"]["rot90"] != k:
             failures.append(f"{label}: orientation {s['orientation']} not recorded")
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        sys.exit(1)
-    print("ok")
+    finish(failures)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from skimage.registration import phase_cross_correlation
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import register_plates as rp  # noqa: E402
+from interop_checks import finish  # noqa: E402
 
 DIR = os.path.join(rp.TESTDATA, "starrynight", "starrynight", "tests", "fixtures", "stitch_images")
 LOW = 0.3  # "low confidence" for an ambiguous pair
@@ -81,10 +82,7 @@ def main():
     print(f"{agreed} pairs where Fiji and NCC agree, {ambiguous} ambiguous")
     if agreed < 3:
         failures.append(f"only {agreed} pairs with an agreed reference: the test checks too little")
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        sys.exit(1)
-    print("ok")
+    finish(failures)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from skimage.registration import phase_cross_correlation
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import register_plates as rp  # noqa: E402
+from interop_checks import finish  # noqa: E402
 
 TILES = os.path.join(rp.TESTDATA, "stitch2d", "tests", "tiles")
 # Reference origins [y, x] from shared/testdata/README.md; key (column, row).
@@ -79,10 +80,7 @@ def main():
     if list(mins) != [0, 0]:
         failures.append(f"total_translation minimum is {list(mins)}, not [0, 0]")
 
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        sys.exit(1)
-    print("ok")
+    finish(failures)
 
 
 if __name__ == "__main__":
