@@ -1,5 +1,5 @@
 /* The pipeline stages of one well: loading tile strips (read, orient,
- * convert to float32) and blending a block (accumulate, normalise, write). */
+ * orient, keep uint16 or convert to float32) and blending a block (accumulate, normalise, write). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +61,7 @@ static size_t strip_mapped_size(size_t bytes) {
     return (bytes + g - 1) / g * g;
 }
 
-static float *strip_alloc(fuse_well *W, size_t bytes) {
+static void *strip_alloc(fuse_well *W, size_t bytes) {
     if (bytes < STRIP_MMAP_MIN) return malloc(bytes ? bytes : 1);
     bytes = strip_mapped_size(bytes);
     pthread_mutex_lock(&W->recycle_mu);
@@ -103,24 +103,46 @@ void fuse_recycle_drain(fuse_well *W) {
     W->recycled_bytes = 0;
 }
 
+/* uint16 tiles are held as uint16 (blended straight from them), anything
+ * else as float32. */
+static ts_dtype strip_dtype(ts_dtype tile) { return tile == TS_UINT16 ? TS_UINT16 : TS_FLOAT32; }
+
 static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
     (void)unit;
     fuse_well *W = user;
     const fuse_tile *t = &W->tiles[slot->tile];
     int64_t nc = t->C < W->L.C ? t->C : W->L.C;
-    return (size_t)nc * (size_t)(slot->r1 - slot->r0) * (size_t)t->w * sizeof(float);
+    return (size_t)nc * (size_t)(slot->r1 - slot->r0) * (size_t)t->w * ts_dtype_size(strip_dtype(t->dtype));
 }
 
-/* Unit step (no rotation, no left-right flip) is the common case: a plain
- * converting copy that vectorises. */
+/* One oriented row of n pixels from raw (element step `step` along it)
+ * into dst, converted to float32 (NaN, no data in a float tile, becomes 0:
+ * padding, which carries no weight instead of poisoning the blend). */
 #define CONVERT_ROW(TYPE)                                                        \
     do {                                                                         \
-        const TYPE *s = (const TYPE *)raw + plane + base;                        \
-        if (step == 1)                                                           \
-            for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j];                \
-        else                                                                     \
-            for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j * step];         \
+        const TYPE *s = (const TYPE *)raw + at;                                  \
+        for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j * step];             \
     } while (0)
+
+static void convert_row(const fuse_well *W, ts_dtype dt, float *dst, const void *raw,
+                        int64_t at, int64_t step, int64_t n) {
+    if (step == 1 && dt == TS_UINT8) {
+        W->K->row_from_u8(dst, (const uint8_t *)raw + at, n);
+        return;
+    }
+    switch (dt) {
+    case TS_UINT8: CONVERT_ROW(uint8_t); break;
+    case TS_INT8: CONVERT_ROW(int8_t); break;
+    case TS_INT16: CONVERT_ROW(int16_t); break;
+    case TS_UINT32: CONVERT_ROW(uint32_t); break;
+    case TS_INT32: CONVERT_ROW(int32_t); break;
+    case TS_FLOAT32: CONVERT_ROW(float); break;
+    case TS_FLOAT64: CONVERT_ROW(double); break;
+    default: break; /* load_strip refused other dtypes */
+    }
+    if (dt == TS_FLOAT32 || dt == TS_FLOAT64)
+        for (int64_t k = 0; k < n; k++) dst[k] = dst[k] == dst[k] ? dst[k] : 0.0f;
+}
 
 static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
                             ts_error *err) {
@@ -134,8 +156,13 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     strip->r1 = slot->r1;
     strip->w = t->w;
     strip->nc = 0;
+    strip->dtype = strip_dtype(t->dtype);
     /* tcz max: a tile without this t or z contributes nothing (zero pad). */
     if (t_in >= t->T || z >= t->Z) return TS_OK;
+    if (!(t->dtype == TS_UINT16 || t->dtype == TS_UINT8 || t->dtype == TS_INT8 || t->dtype == TS_INT16 ||
+          t->dtype == TS_UINT32 || t->dtype == TS_INT32 || t->dtype == TS_FLOAT32 || t->dtype == TS_FLOAT64))
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "tile %s/%s: dtype %s is not supported by fuse",
+                       well->path, well->positions[t->position], ts_dtype_name(t->dtype));
     int64_t nc = t->C < W->L.C ? t->C : W->L.C;
     const ts_orientation *o = &W->orient;
     /* Raw bounding box of oriented rows [r0, r1) x all columns. */
@@ -150,16 +177,21 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
             if (sx < rx0) rx0 = sx;
             if (sx > rx1) rx1 = sx;
         }
-    int64_t rh = ry1 - ry0 + 1, rw = rx1 - rx0 + 1;
-    size_t esize = ts_dtype_size(t->dtype);
-    void *raw = malloc((size_t)(nc * rh * rw) * esize);
-    int64_t rows = slot->r1 - slot->r0;
-    strip->bytes = (size_t)(nc * rows * t->w) * sizeof(float);
-    strip->data = strip_alloc(W, strip->bytes);
-    if (!raw || !strip->data) {
-        free(raw);
-        return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
-    }
+    const int64_t rh = ry1 - ry0 + 1, rw = rx1 - rx0 + 1, rows = slot->r1 - slot->r0, n = t->w;
+    /* Along an oriented row the raw index moves by a fixed step, and from
+     * one oriented row to the next by a fixed row step (the orientation is
+     * an affine map of unit strides). */
+    int64_t sy0, sx0, sy1 = 0, sx1 = 0, sy2 = 0, sx2 = 0;
+    ts_orient_source(o, t->raw_h, t->raw_w, slot->r0, 0, &sy0, &sx0);
+    if (n > 1) ts_orient_source(o, t->raw_h, t->raw_w, slot->r0, 1, &sy1, &sx1);
+    if (rows > 1) ts_orient_source(o, t->raw_h, t->raw_w, slot->r0 + 1, 0, &sy2, &sx2);
+    const int64_t base = (sy0 - ry0) * rw + (sx0 - rx0);
+    const int64_t step = n > 1 ? (sy1 - sy0) * rw + (sx1 - sx0) : 1;
+    const int64_t row_step = rows > 1 ? (sy2 - sy0) * rw + (sx2 - sx0) : rw;
+    const size_t esize = ts_dtype_size(t->dtype);
+    const size_t raw_bytes = (size_t)(nc * rh * rw) * esize;
+    void *raw = strip_alloc(W, raw_bytes);
+    if (!raw) return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
     /* The box by axis name (tiles may be yx, cyx, czyx, tczyx, ...), from
      * the axis map read_tile_meta kept: no image metadata is re-read here.
      * read_tile_meta checked that it reads as c planes of y rows of x. */
@@ -176,51 +208,46 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
         if (st == TS_OK) st = tz_array_read(arr, start, count, raw, err);
         tz_array_close(arr);
     }
+    fuse_strip rawstrip = {.data = raw, .bytes = raw_bytes};
     if (st != TS_OK) {
-        free(raw);
+        strip_free(W, &rawstrip);
         return st;
     }
-    /* Orient and convert: along an oriented row the raw index moves by a
-     * fixed step (the orientation is an affine map of unit strides). */
-    int64_t n = t->w;
-    for (int64_t c = 0; c < nc; c++) {
-        size_t plane = (size_t)(c * rh * rw);
-        for (int64_t i = slot->r0; i < slot->r1; i++) {
-            int64_t sy0, sx0, sy1 = 0, sx1 = 0;
-            ts_orient_source(o, t->raw_h, t->raw_w, i, 0, &sy0, &sx0);
-            if (n > 1) ts_orient_source(o, t->raw_h, t->raw_w, i, 1, &sy1, &sx1);
-            int64_t base = (sy0 - ry0) * rw + (sx0 - rx0);
-            int64_t step = n > 1 ? (sy1 - sy0) * rw + (sx1 - sx0) : 0;
-            float *dst = strip->data + (c * rows + (i - slot->r0)) * n;
-            if (step == 1 && t->dtype == TS_UINT16) {
-                W->K->row_from_u16(dst, (const uint16_t *)raw + plane + base, n);
-                continue;
-            }
-            if (step == 1 && t->dtype == TS_UINT8) {
-                W->K->row_from_u8(dst, (const uint8_t *)raw + plane + base, n);
-                continue;
-            }
-            switch (t->dtype) {
-            case TS_UINT8: CONVERT_ROW(uint8_t); break;
-            case TS_INT8: CONVERT_ROW(int8_t); break;
-            case TS_UINT16: CONVERT_ROW(uint16_t); break;
-            case TS_INT16: CONVERT_ROW(int16_t); break;
-            case TS_UINT32: CONVERT_ROW(uint32_t); break;
-            case TS_INT32: CONVERT_ROW(int32_t); break;
-            case TS_FLOAT32: CONVERT_ROW(float); break;
-            case TS_FLOAT64: CONVERT_ROW(double); break;
-            default:
-                free(raw);
-                return ts_fail(err, TS_ERR_UNSUPPORTED, "tile %s/%s: dtype %s is not supported by fuse",
-                               well->path, well->positions[t->position], ts_dtype_name(t->dtype));
-            }
-            /* NaN in a float tile is no data: make it 0 (padding), so that it
-             * carries no weight instead of poisoning the blend. */
-            if (t->dtype == TS_FLOAT32 || t->dtype == TS_FLOAT64)
-                for (int64_t k = 0; k < n; k++) dst[k] = dst[k] == dst[k] ? dst[k] : 0.0f;
-        }
+    /* uint16 rows that run forward (no left-right flip, no rotation; an
+     * upside-down flip only reverses the row order) are blended where the
+     * decoder put them. */
+    if (t->dtype == TS_UINT16 && step == 1) {
+        strip->data = raw;
+        strip->bytes = raw_bytes;
+        strip->origin = base;
+        strip->plane = rh * rw;
+        strip->row_step = row_step;
+        strip->nc = (int)nc;
+        return TS_OK;
     }
-    free(raw);
+    /* Otherwise an oriented copy: uint16 stays uint16, the rest becomes
+     * float32. */
+    strip->bytes = (size_t)(nc * rows * n) * ts_dtype_size(strip->dtype);
+    strip->data = strip_alloc(W, strip->bytes);
+    if (!strip->data) {
+        strip_free(W, &rawstrip);
+        return ts_fail(err, TS_ERR_NOMEM, "strip of tile %s/%s", well->path, well->positions[t->position]);
+    }
+    strip->origin = 0;
+    strip->plane = rows * n;
+    strip->row_step = n;
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t at = c * rh * rw + base + r * row_step;
+            if (strip->dtype == TS_UINT16) {
+                uint16_t *dst = (uint16_t *)strip->data + (c * rows + r) * n;
+                const uint16_t *src = (const uint16_t *)raw + at;
+                for (int64_t j = 0; j < n; j++) dst[j] = src[j * step];
+            } else {
+                convert_row(W, t->dtype, (float *)strip->data + (c * rows + r) * n, raw, at, step, n);
+            }
+        }
+    strip_free(W, &rawstrip);
     strip->nc = (int)nc;
     return TS_OK;
 }
@@ -282,13 +309,15 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
                 int64_t xb = x1 < t->ox + t->w ? x1 : t->ox + t->w;
                 if (ya >= yb || xa >= xb) continue;
                 const float *wimg = W->weights[t->shape_id];
-                int64_t rows = s->r1 - s->r0;
                 for (int64_t y = ya; y < yb; y++) {
                     int64_t ty = y - t->oy;
                     int64_t off = (y - g0) * B + (xa - x0);
-                    W->K->accumulate(sc->num + off, sc->den + off,
-                                     s->data + (c * rows + (ty - s->r0)) * t->w + (xa - t->ox),
-                                     wimg + ty * t->w + (xa - t->ox), xb - xa);
+                    int64_t at = s->origin + c * s->plane + (ty - s->r0) * s->row_step + (xa - t->ox);
+                    const float *wrow = wimg + ty * t->w + (xa - t->ox);
+                    if (s->dtype == TS_UINT16)
+                        W->K->accumulate_u16(sc->num + off, sc->den + off, (const uint16_t *)s->data + at, wrow, xb - xa);
+                    else
+                        W->K->accumulate(sc->num + off, sc->den + off, (const float *)s->data + at, wrow, xb - xa);
                 }
             }
             /* Rows in the canvas: normalised over the canvas width (in one

@@ -46,6 +46,16 @@ static void accumulate_cpu(float *restrict num, float *restrict den, const float
     }
 }
 
+static void accumulate_u16_cpu(float *restrict num, float *restrict den,
+                               const uint16_t *restrict v, const float *restrict w, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float vi = (float)v[i], wi = w[i];
+        wi = vi != 0.0f ? wi : 0.0f;
+        num[i] += wi * vi;
+        den[i] += wi;
+    }
+}
+
 static void normalise_u16_cpu(uint16_t *restrict out, const float *restrict num,
                               const float *restrict den, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -108,10 +118,6 @@ static void downsample_f32_cpu(float *dst, int64_t dst_stride, const float *src,
     }
 }
 
-static void row_from_u16_cpu(float *restrict dst, const uint16_t *restrict src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
-}
-
 static void row_from_u8_cpu(float *restrict dst, const uint8_t *restrict src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
 }
@@ -119,11 +125,11 @@ static void row_from_u8_cpu(float *restrict dst, const uint8_t *restrict src, in
 static const ts_fuse_kernels CPU_KERNELS = {
     .weights = weights_cpu,
     .accumulate = accumulate_cpu,
+    .accumulate_u16 = accumulate_u16_cpu,
     .normalise_u16 = normalise_u16_cpu,
     .normalise_f32 = normalise_f32_cpu,
     .downsample_u16 = downsample_u16_cpu,
     .downsample_f32 = downsample_f32_cpu,
-    .row_from_u16 = row_from_u16_cpu,
     .row_from_u8 = row_from_u8_cpu,
 };
 

@@ -1,7 +1,7 @@
 /*
  * Fusion kernels: the arithmetic of blending, apart from planning and I/O.
  *
- * Everything works on contiguous rows of float32 so that gcc -O2/-O3
+ * Everything works on contiguous rows (float32, or uint16 tile rows) so that gcc -O2/-O3
  * vectorises the loops (see docs/fuse.md). The pipeline only calls them
  * through ts_fuse_kernels, so another backend (GPU, hand-written SIMD) can
  * replace the whole set without touching the planner or the pipeline.
@@ -23,6 +23,12 @@ typedef struct ts_fuse_kernels {
      * reader turns NaN, no data in a float tile, into 0 before this). */
     void (*accumulate)(float *restrict num, float *restrict den, const float *restrict v,
                        const float *restrict w, int64_t n);
+    /* The same over a uint16 row, converted on the fly: uint16 tiles (the
+     * usual case) are blended straight from the decoded chunk, without a
+     * float32 copy of every strip (writing that copy cost more than the
+     * blending, mostly in first-touch page faults). */
+    void (*accumulate_u16)(float *restrict num, float *restrict den, const uint16_t *restrict v,
+                           const float *restrict w, int64_t n);
     /* out = num/den, 0 where den == 0; rounded to nearest and clamped (a NaN
      * quotient gives 0). */
     void (*normalise_u16)(uint16_t *restrict out, const float *restrict num,
@@ -36,8 +42,7 @@ typedef struct ts_fuse_kernels {
                            int64_t stride, int64_t h, int64_t w);
     void (*downsample_f32)(float *dst, int64_t dst_stride, const float *src, int64_t stride,
                            int64_t h, int64_t w);
-    /* Converting copies of a contiguous tile row into float32. */
-    void (*row_from_u16)(float *restrict dst, const uint16_t *restrict src, int64_t n);
+    /* Converting copy of a contiguous uint8 tile row into float32. */
     void (*row_from_u8)(float *restrict dst, const uint8_t *restrict src, int64_t n);
 } ts_fuse_kernels;
 

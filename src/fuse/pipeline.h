@@ -30,7 +30,13 @@ typedef struct fuse_strip {
     int64_t r0, r1;  /* oriented tile rows held */
     int64_t w;       /* oriented tile width */
     int nc;          /* channels held; 0 = the tile has no plane for this (t, z) */
-    float *data;     /* nc x (r1 - r0) x w */
+    ts_dtype dtype;  /* TS_UINT16 or TS_FLOAT32 */
+    void *data;      /* the buffer (released by free_strip) */
+    /* Oriented row i (r0 <= i < r1) of channel c starts at element
+     * origin + c * plane + (i - r0) * row_step of data: a strip read straight
+     * from the tile keeps the chunk's layout, so row_step is negative when
+     * the tile is flipped upside down. */
+    int64_t origin, plane, row_step;
     size_t bytes;
 } fuse_strip;
 

@@ -153,7 +153,8 @@ static ts_status fake_load(void *user, int64_t unit, const fuse_slot *slot, fuse
     strip->r0 = slot->r0, strip->r1 = slot->r1, strip->w = 100, strip->nc = 1;
     strip->bytes = fake_estimate(user, unit, slot);
     strip->data = malloc(strip->bytes);
-    strip->data[0] = (float)slot->tile;
+    strip->dtype = TS_FLOAT32;
+    ((float *)strip->data)[0] = (float)slot->tile;
     pthread_mutex_lock(&F->mu);
     F->loads[unit * F->maxslots + s]++;
     pthread_mutex_unlock(&F->mu);
@@ -167,7 +168,7 @@ static ts_status fake_process(void *user, int worker, int64_t unit, int64_t bx,
     const fuse_band *band = &F->plan->bands[unit % F->plan->nbands];
     for (int k = 0; k < n; k++) {
         const fuse_slot *sl = &band->slots[band->block_slots[band->block_start[bx] + k]];
-        if (!strips[k]->data || strips[k]->data[0] != (float)sl->tile) return TS_ERR_INTERNAL;
+        if (!strips[k]->data || ((const float *)strips[k]->data)[0] != (float)sl->tile) return TS_ERR_INTERNAL;
     }
     pthread_mutex_lock(&F->mu);
     F->blocks[unit * F->plan->L.nbx + bx]++;
