@@ -32,4 +32,15 @@ bool ts_path_join(char *out, size_t n, const char *a, const char *b);
 /* Removes a directory tree (rm -rf). Missing is not an error. */
 ts_status ts_remove_tree(const char *path, ts_error *err);
 
+/* True when name (a file name, no directory) has the form of
+ * ts_write_file_atomic's temporaries: "<name>.tmp.<pid>.<hex salt>.<n>". */
+bool ts_is_temp_name(const char *name);
+
+/* Removes the temporaries a killed writer left in dir (and, if recursive,
+ * its subdirectories): regular files of ts_is_temp_name's form whose writer
+ * pid is not a live process on this host (a live one, e.g. another MPI rank
+ * or a concurrent job on this node, may still rename it). Nothing else is
+ * touched. A missing dir is not an error; *removed (may be NULL) counts. */
+ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, ts_error *err);
+
 #endif

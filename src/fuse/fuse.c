@@ -10,6 +10,7 @@
 
 #include "common/fs.h"
 #include "fuse/fuse_internal.h"
+#include "fuse/run_guard.h"
 #include "shifts/shifts.h"
 
 void ts_fuse_options_init(ts_fuse_options *opt) {
@@ -110,22 +111,6 @@ static void scratch_free(fuse_well *W) {
     W->scratch = NULL;
 }
 
-/* Faults a block buffer in at once, on huge pages where the kernel has
- * them: faulting it in page by page was a visible share of a small
- * mosaic's time, and even a MAP_POPULATE'd 4 KiB-page mapping cost ~1.7 ms
- * per MB at its first write on a virtual machine (huge pages: ~0.1). Both
- * calls are advice; a kernel without them leaves the buffer to fault in. */
-static void populate_block_buffer(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-#ifdef MADV_POPULATE_WRITE
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
-#endif
-    /* Older kernel: touch one byte per page (the mapping is zero-filled). */
-    for (size_t i = 0; i < bytes; i += 4096) ((volatile unsigned char *)p)[i] = 0;
-}
-
 static ts_status scratch_alloc(fuse_well *W, ts_error *err) {
     W->scratch = calloc((size_t)W->nworkers, sizeof *W->scratch);
     if (!W->scratch) return ts_fail(err, TS_ERR_NOMEM, "worker buffers");
@@ -136,14 +121,8 @@ static ts_status scratch_alloc(fuse_well *W, ts_error *err) {
         s->den = malloc((size_t)(fuse_row_group(B) * B) * sizeof(float));
         s->chunk = malloc((size_t)(W->L.chunk * W->L.chunk) * W->out_elem);
         if (!s->num || !s->den || !s->chunk) goto nomem;
-        for (int k = 0; k <= W->L.levels; k++) {
-            int64_t Bk = B >> k;
-            s->level_bytes[k] = (size_t)(W->L.C * Bk * Bk) * W->out_elem;
-            void *p = mmap(NULL, s->level_bytes[k], PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p == MAP_FAILED) goto nomem;
-            s->level[k] = p;
-            populate_block_buffer(p, s->level_bytes[k]);
-        }
+        /* The block buffers (level[]) are mapped by the worker at its first
+         * block (blend.c), in parallel and while other workers read. */
     }
     return TS_OK;
 nomem:
@@ -314,6 +293,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     ts_plate *out_plate = NULL;
     fuse_well *prepared = NULL;
     int nprepared = 0;
+    fuse_guard guard = {0};
+    bool guarded = false;
     if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto done;
     if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto done;
     if ((st = ts_plate_filter_wells(plate, opt->wells, err)) != TS_OK) goto done;
@@ -356,8 +337,15 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
         wells[nwells++] = plate->wells[w].path;
         nprepared = nwells;
     }
-    for (int i = 0; i < nwells; i++)
+    /* Nothing is written before this point: from here a failure undoes
+     * what the run wrote (run_guard.h). */
+    if ((st = fuse_guard_begin(&guard, opt, wells, nwells, err)) != TS_OK) goto done;
+    guarded = true;
+    for (int i = 0; i < nwells; i++) {
+        fuse_guard_start_well(&guard, i);
         if ((st = well_run(&prepared[i], pool, res, err)) != TS_OK) goto done;
+        fuse_guard_well_done(&guard, i);
+    }
     if (nwells == 0) {
         st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
         goto done;
@@ -397,6 +385,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     }
     st = ts_plate_write_layout(&layout, err);
 done:
+    if (st && guarded) fuse_guard_fail(&guard, st, err);
+    fuse_guard_free(&guard);
     for (int i = 0; prepared && i < nprepared; i++) free(prepared[i].tiles);
     free(prepared);
     free(wells);

@@ -1,0 +1,100 @@
+/* See run_guard.h. */
+#include "fuse/run_guard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/fs.h"
+
+struct fuse_guard_well {
+    char row[4200], well[4200], image[4200]; /* OUT/ROW, OUT/ROW/COL, OUT/ROW/COL/0 */
+    bool row_existed, well_existed, image_existed;
+    bool done;                               /* its image is complete */
+};
+
+/* Appends text to err's message (truncated if it does not fit). */
+static void append(ts_error *err, const char *text) {
+    if (!err) return;
+    size_t n = strlen(err->message);
+    snprintf(err->message + n, sizeof err->message - n, "%s", text);
+}
+
+ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char *const *wells,
+                           int nwells, ts_error *err) {
+    memset(g, 0, sizeof *g);
+    g->output = opt->output;
+    g->t_out = opt->t_out;
+    g->store_existed = ts_path_exists(opt->output);
+    g->wells = calloc((size_t)nwells + 1, sizeof *g->wells);
+    if (!g->wells) return ts_fail(err, TS_ERR_NOMEM, "fuse: wells");
+    g->nwells = nwells;
+    ts_status st = ts_sweep_temp_files(opt->output, false, NULL, err);
+    for (int i = 0; st == TS_OK && i < nwells; i++) {
+        fuse_guard_well *w = &g->wells[i];
+        const char *slash = strchr(wells[i], '/');
+        int rowlen = slash ? (int)(slash - wells[i]) : (int)strlen(wells[i]);
+        snprintf(w->row, sizeof w->row, "%s/%.*s", opt->output, rowlen, wells[i]);
+        snprintf(w->well, sizeof w->well, "%s/%s", opt->output, wells[i]);
+        snprintf(w->image, sizeof w->image, "%s/%s/0", opt->output, wells[i]);
+        w->row_existed = ts_path_exists(w->row);
+        w->well_existed = ts_path_exists(w->well);
+        w->image_existed = ts_path_exists(w->image);
+        /* The group metadata files are rewritten in place; a new image is
+         * built from scratch (its old tree removed), but --t-out keeps the
+         * image and rewrites blocks anywhere in its arrays. */
+        if ((st = ts_sweep_temp_files(w->row, false, NULL, err)) != TS_OK) break;
+        if ((st = ts_sweep_temp_files(w->well, false, NULL, err)) != TS_OK) break;
+        st = ts_sweep_temp_files(w->image, opt->t_out >= 0, NULL, err);
+    }
+    return st;
+}
+
+void fuse_guard_start_well(fuse_guard *g, int i) {
+    if (i + 1 > g->nstarted) g->nstarted = i + 1;
+}
+
+void fuse_guard_well_done(fuse_guard *g, int i) { g->wells[i].done = true; }
+
+static void remove_or_say(const char *path, ts_error *err) {
+    ts_error rm;
+    if (ts_remove_tree(path, &rm) != TS_OK) {
+        char text[1400];
+        snprintf(text, sizeof text, "; could not remove the partial output: %s", rm.message);
+        append(err, text);
+    }
+}
+
+ts_status fuse_guard_fail(fuse_guard *g, ts_status st, ts_error *err) {
+    if (!g->store_existed) {
+        /* Nothing here was the user's before the run. */
+        if (ts_path_exists(g->output)) remove_or_say(g->output, err);
+        return st;
+    }
+    for (int i = 0; i < g->nstarted; i++) {
+        fuse_guard_well *w = &g->wells[i];
+        char text[4400];
+        if (!w->image_existed) {
+            remove_or_say(!w->row_existed ? w->row : !w->well_existed ? w->well : w->image, err);
+        } else if (w->done) {
+            continue; /* a complete image in place of the old one */
+        } else if (g->t_out >= 0) {
+            snprintf(text, sizeof text, "; timepoint %d of the existing image %s may be partly "
+                     "overwritten (re-run to complete it)", g->t_out, w->image);
+            append(err, text);
+        } else {
+            /* Its old tree went when the new one was begun: the partial new
+             * one goes too, so the image is absent rather than half-written. */
+            remove_or_say(w->image, err);
+            snprintf(text, sizeof text, "; the image %s it was replacing is removed", w->image);
+            append(err, text);
+        }
+    }
+    return st;
+}
+
+void fuse_guard_free(fuse_guard *g) {
+    free(g->wells);
+    g->wells = NULL;
+}
