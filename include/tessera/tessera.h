@@ -88,6 +88,25 @@ typedef struct ts_orientation {
  * terminal; the library only calls it. */
 typedef void (*ts_progress_fn)(void *user, const char *stage, int64_t done, int64_t total);
 
+/* ------------------------------------------------- distribution (MPI ranks) */
+
+/* A run spread over processes (MPI ranks): estimate and fuse split their work
+ * across the ranks of the communicator and every rank returns the same status
+ * and message. NULL in an options struct means one process. Created by the
+ * caller after MPI_Init (the library never initialises MPI). */
+typedef struct ts_dist ts_dist;
+
+/* True when the library was built with MPI. */
+bool ts_dist_mpi_available(void);
+/* A distribution over the ranks of *(const MPI_Comm *)mpi_comm (duplicated:
+ * the library's messages never mix with the caller's). Collective.
+ * TS_ERR_UNSUPPORTED when built without MPI. */
+ts_status ts_dist_mpi_create(const void *mpi_comm, ts_dist **out, ts_error *err);
+/* Collective (frees the duplicated communicator); NULL is a no-op. */
+void ts_dist_free(ts_dist *dist);
+int ts_dist_rank(const ts_dist *dist); /* 0 for NULL */
+int ts_dist_size(const ts_dist *dist); /* 1 for NULL */
+
 /* ---------------------------------------------------------------- simulate */
 
 typedef struct ts_simulate_options {
@@ -160,6 +179,7 @@ typedef struct ts_estimate_options {
     ts_solve_options solve;
     ts_progress_fn progress;  /* optional */
     void *progress_user;
+    const ts_dist *dist;      /* NULL = one process; else edges split over ranks */
 } ts_estimate_options;
 
 void ts_estimate_options_init(ts_estimate_options *opt);
@@ -212,6 +232,7 @@ typedef struct ts_fuse_options {
     size_t memory;          /* bound on working memory, default 2 GiB */
     ts_progress_fn progress; /* optional */
     void *progress_user;
+    const ts_dist *dist;     /* NULL = one process; else Y bands split over ranks */
 } ts_fuse_options;
 
 void ts_fuse_options_init(ts_fuse_options *opt);

@@ -52,6 +52,10 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
  * CLI_USAGE (printed). */
 int cli_positional(const char *cmd, const char *arg, const char **pos, int *npos, int max);
 
+/* The MPI ranks this process runs with (main.c: set up when launched by
+ * mpirun), or NULL for one process. estimate, fuse and stitch pass it on. */
+const ts_dist *cli_dist(void);
+
 /* "tessera <cmd>: message" on stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...);
 /* Prints the library error on stderr; returns CLI_FAIL. */

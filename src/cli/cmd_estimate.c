@@ -130,6 +130,7 @@ int cmd_estimate(int argc, char **argv) {
         return cli_usage_error(cmd, "needs --overlap PX (or both --overlap-x and --overlap-y)");
     o.input = input;
     o.progress = cli_progress;
+    o.dist = cli_dist();
     ts_estimate_result res;
     ts_error err;
     double t0 = cli_now();

@@ -150,6 +150,7 @@ int cmd_fuse(int argc, char **argv) {
     o.input = pos[0];
     o.shifts = pos[1];
     o.progress = cli_progress;
+    o.dist = cli_dist();
     ts_fuse_result res;
     ts_error err;
     double t0 = cli_now();

@@ -69,6 +69,7 @@ int cmd_stitch(int argc, char **argv) {
     eo.wells = fo.wells = com.wells;
     eo.threads = fo.threads = com.threads;
     eo.progress = cli_progress;
+    eo.dist = cli_dist();
     /* fuse reads the orientation estimate recorded in the shifts file */
     fo.input = input;
     fo.shifts = shifts_out;
@@ -76,6 +77,7 @@ int cmd_stitch(int argc, char **argv) {
     fo.orientation = com.orientation;
     fo.orientation_given = com.orientation_given;
     fo.progress = cli_progress;
+    fo.dist = cli_dist();
 
     ts_error err;
     ts_estimate_result er;

@@ -1,21 +1,28 @@
-/* tessera: entry point and subcommand dispatch. */
+/* tessera: entry point and subcommand dispatch; MPI set-up when launched by
+ * mpirun (docs/mpi.md). */
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#ifdef TESSERA_HAVE_MPI
+#include <mpi.h>
+#endif
 
 static const struct {
     const char *name;
     int (*fn)(int, char **);
     const char *summary;
+    bool distributed; /* splits its work over MPI ranks */
 } COMMANDS[] = {
-    {"simulate", cmd_simulate, "write a synthetic plate with ground-truth tile positions"},
-    {"estimate", cmd_estimate, "register neighbouring tiles and solve tile positions (shifts YAML)"},
-    {"solve", cmd_solve, "re-solve tile positions from the pairwise measurements of a shifts file"},
-    {"fuse", cmd_fuse, "blend tiles at their positions into an OME-Zarr mosaic"},
-    {"stitch", cmd_stitch, "estimate, then fuse"},
-    {"info", cmd_info, "describe a plate or mosaic store"},
-    {"preview", cmd_preview, "write a downsampled PNG of a mosaic"},
+    {"simulate", cmd_simulate, "write a synthetic plate with ground-truth tile positions", false},
+    {"estimate", cmd_estimate, "register neighbouring tiles and solve tile positions (shifts YAML)", true},
+    {"solve", cmd_solve, "re-solve tile positions from the pairwise measurements of a shifts file", false},
+    {"fuse", cmd_fuse, "blend tiles at their positions into an OME-Zarr mosaic", true},
+    {"stitch", cmd_stitch, "estimate, then fuse", true},
+    {"info", cmd_info, "describe a plate or mosaic store", false},
+    {"preview", cmd_preview, "write a downsampled PNG of a mosaic", false},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
@@ -24,8 +31,67 @@ static void usage(FILE *f) {
                "Stitch tiled microscope scans into OME-Zarr mosaics.\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
     fprintf(f, "\n'tessera <command> --help' describes a command's options.\n"
-               "'tessera --version' prints the version.\n");
+               "'tessera --version' prints the version.\n"
+               "estimate, fuse and stitch split their work over the ranks of 'mpirun -n N tessera ...'.\n");
 }
+
+/* The ranks of this run; NULL in one process. */
+static ts_dist *g_dist;
+
+const ts_dist *cli_dist(void) { return g_dist; }
+
+/* Processes in the job that launched this one, from the launcher's
+ * environment (Open MPI, PMIx, MPICH/Hydra and Slurm's PMI); 0 when not
+ * launched by one. Read here, never in the library. */
+static int launcher_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v) > 0 ? atoi(v) : 1;
+    }
+    if (getenv("PMIX_RANK") || getenv("PMI_RANK")) return 1;
+    return 0;
+}
+
+static int run_command(size_t i, int argc, char **argv) { return COMMANDS[i].fn(argc - 1, argv + 1); }
+
+#ifdef TESSERA_HAVE_MPI
+/* Under mpirun: one MPI job. Only the first rank prints (stdout and
+ * stderr of the others go to /dev/null: every failure is agreed on by all
+ * ranks, so the first rank has the message to print). Commands that are
+ * not distributed run on the first rank alone. Every rank exits with the
+ * first rank's status. */
+static int run_mpi(size_t cmd, int argc, char **argv) {
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "tessera: MPI_Init failed\n");
+        return CLI_FAIL;
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != 0) {
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) {
+            /* printing twice is better than not running */
+        }
+    }
+    int code = CLI_FAIL;
+    ts_error err;
+    MPI_Comm world = MPI_COMM_WORLD;
+    if (!COMMANDS[cmd].distributed) {
+        if (rank == 0) code = run_command(cmd, argc, argv);
+    } else if (ts_dist_mpi_create(&world, &g_dist, &err) != TS_OK) {
+        code = cli_fail(COMMANDS[cmd].name, &err);
+    } else {
+        code = run_command(cmd, argc, argv);
+        ts_dist_free(g_dist);
+        g_dist = NULL;
+    }
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return code;
+}
+#endif
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -40,8 +106,21 @@ int main(int argc, char **argv) {
         printf("tessera %s\n", ts_version());
         return CLI_OK;
     }
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(argv[1], COMMANDS[i].name) != 0) continue;
+        int ranks = launcher_size();
+#ifdef TESSERA_HAVE_MPI
+        if (ranks > 0) return run_mpi(i, argc, argv);
+#else
+        /* Every rank would do the whole job and write the same files. */
+        if (ranks > 1) {
+            fprintf(stderr, "tessera: launched as %d MPI processes but built without MPI "
+                            "(configure with -DTESSERA_MPI=ON), or run one process\n", ranks);
+            return CLI_FAIL;
+        }
+#endif
+        return run_command(i, argc, argv);
+    }
     fprintf(stderr, "tessera: unknown command '%s' (see 'tessera --help')\n", argv[1]);
     return CLI_USAGE;
 }

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/orient.h"
 #include "common/pool.h"
+#include "mpi/dist.h"
 #include "ome/ome.h"
 #include "register/estimate_internal.h"
 #include "register/register.h"
@@ -49,6 +50,9 @@ typedef struct est_ctx {
     ts_register_options reg;
     edge *edges;
     int64_t nedges;
+    /* This rank's edges: [first, first + nlocal) of the schedule order
+     * (all of them in one process). */
+    int64_t first, nlocal;
     ts_tile_cache *cache;
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
@@ -179,7 +183,7 @@ static void set_error(est_ctx *c, const ts_error *e) {
 
 static int register_edge(void *user, int64_t i, int worker) {
     est_ctx *c = user;
-    edge *e = &c->edges[i];
+    edge *e = &c->edges[c->first + i];
     ts_error err;
     ts_error_clear(&err);
     ts_registrar **slot = &c->workers[worker * 2 + e->dir];
@@ -208,7 +212,7 @@ static int register_edge(void *user, int64_t i, int worker) {
     int64_t done = atomic_fetch_add(&c->done, 1) + 1;
     if (c->opt->progress) {
         pthread_mutex_lock(&c->mu);
-        c->opt->progress(c->opt->progress_user, "register", done, c->nedges);
+        c->opt->progress(c->opt->progress_user, "register", done, c->nlocal);
         pthread_mutex_unlock(&c->mu);
     }
     return 0;
@@ -329,11 +333,158 @@ static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
     return TS_OK;
 }
 
+/* Everything before the gather, on this rank: the plate, the graph, the
+ * schedule, and this rank's share of the edges registered. */
+static ts_status estimate_local(est_ctx *c, ts_shifts **sp, ts_pool **poolp, ts_error *err) {
+    const ts_estimate_options *opt = c->opt;
+    ts_status st;
+    if ((st = ts_plate_open(opt->input, &c->plate, err)) != TS_OK) return st;
+    if ((st = ts_plate_filter_wells(c->plate, opt->wells, err)) != TS_OK) return st;
+    if ((st = probe_tile_shape(c, err)) != TS_OK) return st;
+    ts_shifts *s = *sp = ts_shifts_new();
+    if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    s->has_tile_shape = true;
+    s->tile_shape[0] = (int)c->h;
+    s->tile_shape[1] = (int)c->w;
+    s->has_orientation = true;
+    s->orientation = opt->orientation;
+    s->orientation.rot90 = ts_orient_k(&opt->orientation);
+    s->names_yx = opt->names_yx;
+    if ((st = ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c->h, (int)c->w, opt->overlap_x, &c->reg,
+                                    &c->geom[TS_PAIR_RIGHT], err)) != TS_OK ||
+        (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c->h, (int)c->w, opt->overlap_y, &c->reg,
+                                    &c->geom[TS_PAIR_BELOW], err)) != TS_OK)
+        return ts_fail_context(err, st, "estimate on %lldx%lld tiles (after orientation)",
+                               (long long)c->h, (long long)c->w);
+    if ((st = build_graph(c, s, err)) != TS_OK) return st;
+
+    c->tile_base = malloc((size_t)c->plate->nwells * sizeof *c->tile_base + 1);
+    if (!c->tile_base) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    for (int w = 0; w < c->plate->nwells; w++) {
+        c->tile_base[w] = c->ntiles;
+        c->ntiles += c->plate->wells[w].npositions;
+    }
+
+    ts_pool *pool = *poolp = ts_pool_create(opt->threads);
+    if (!pool) return ts_fail(err, TS_ERR_NOMEM, "could not start threads");
+    int nthreads = ts_pool_size(pool);
+    /* Band width: about half the tiles the cache holds, less what the
+     * workers keep in flight, so two grid rows of a band stay resident. */
+    size_t tile_bytes = (size_t)(c->h * c->w) * sizeof(float);
+    int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
+    int64_t band = (fit - 2 * nthreads) / 2;
+    int band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
+    for (int64_t i = 0; i < c->nedges; i++) {
+        c->edges[i].band = c->edges[i].gx / band_width;
+        c->edges[i].canon = i;
+    }
+    qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_edge);
+
+    /* Under MPI each rank takes a contiguous run of the schedule: whole
+     * bands of grid columns, so its tiles are mostly its own (a tile on a
+     * share's border is read by both ranks). The cache counts only this
+     * rank's uses, so a tile is dropped after its last use here. */
+    ts_dist_share(c->nedges, NULL, ts_dist_rank(opt->dist), ts_dist_size(opt->dist), &c->first,
+                  &c->nlocal);
+    c->nlocal -= c->first;
+    int *uses = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *uses);
+    if (!uses) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    for (int64_t i = c->first; i < c->first + c->nlocal; i++) {
+        uses[c->tile_base[c->edges[i].well] + c->edges[i].a]++;
+        uses[c->tile_base[c->edges[i].well] + c->edges[i].b]++;
+    }
+    c->cache = ts_tile_cache_create(c->ntiles, uses, opt->cache_bytes, load_tile, c);
+    free(uses);
+    c->workers = calloc((size_t)nthreads * 2, sizeof *c->workers);
+    if (!c->cache || !c->workers) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+
+    if (ts_pool_for(pool, c->nlocal, register_edge, c) != 0 || c->failed) {
+        if (err) *err = c->err; /* err may be NULL, as for ts_fail */
+        return c->err.code ? c->err.code : TS_ERR_INTERNAL;
+    }
+    return TS_OK;
+}
+
+/* Every rank's registration results, in schedule order, into every rank's
+ * edges (a copy in one process). */
+static ts_status gather_results(est_ctx *c, ts_error *err) {
+    ts_register_result *mine = malloc((size_t)(c->nlocal ? c->nlocal : 1) * sizeof *mine);
+    if (!mine) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld pair results", (long long)c->nlocal);
+    for (int64_t i = 0; i < c->nlocal; i++) mine[i] = c->edges[c->first + i].res;
+    ts_register_result *all = NULL;
+    uint64_t *counts = NULL;
+    ts_status st = ts_dist_allgatherv(c->opt->dist, mine, (size_t)c->nlocal * sizeof *mine, (void **)&all,
+                                      &counts, err);
+    free(mine);
+    if (st) return st;
+    uint64_t total = 0;
+    for (int r = 0; r < ts_dist_size(c->opt->dist); r++) total += counts[r];
+    if (total != (uint64_t)c->nedges * sizeof *all)
+        st = ts_fail(err, TS_ERR_INTERNAL, "gathered %llu bytes of pair results for %lld pairs",
+                     (unsigned long long)total, (long long)c->nedges);
+    for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) c->edges[i].res = all[i];
+    free(all);
+    free(counts);
+    return st;
+}
+
+/* On the first rank: the solve and the shifts file. */
+static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *result, ts_error *err) {
+    const ts_estimate_options *opt = c->opt;
+    ts_status st;
+    /* The file lists pairs in the canonical order, whatever the schedule
+     * (which depends on the thread count and cache size). */
+    qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
+
+    /* Pairs without a match (a blank or featureless tile) are not
+     * measurements: left out of the solve and of the file, so such a tile,
+     * with no pair left, falls back to its grid position instead of dragging
+     * its neighbours with a noise peak. */
+    for (int64_t i = 0; i < c->nedges; i++) {
+        const edge *e = &c->edges[i];
+        if (!e->res.matched) {
+            result->unmatched_pairs++;
+            continue;
+        }
+        if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0)
+            return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
+    }
+    if ((st = ts_estimate_place(s, (int)c->h, (int)c->w, opt, result, err)) != TS_OK) return st;
+    if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
+
+    result->wells = c->plate->nwells;
+    result->tiles = c->ntiles;
+    result->pairs = c->nedges - result->unmatched_pairs;
+    for (int64_t i = 0; i < c->nedges; i++)
+        if (c->edges[i].res.matched && c->edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
+    result->strip_shape[0][0] = c->geom[0].sh, result->strip_shape[0][1] = c->geom[0].sw;
+    result->strip_shape[1][0] = c->geom[1].sh, result->strip_shape[1][1] = c->geom[1].sw;
+    return TS_OK;
+}
+
+/* The first rank's result on every rank, with the tile reads summed and
+ * the cache peak the largest over the ranks. */
+static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *err) {
+    ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
+    int64_t loads = cs.loads;
+    uint64_t peak = cs.peak_bytes;
+    ts_status st = ts_dist_sum_i64(c->opt->dist, &loads, 1, err);
+    if (st == TS_OK) st = ts_dist_max_u64(c->opt->dist, &peak, 1, err);
+    if (st == TS_OK) st = ts_dist_bcast(c->opt->dist, result, sizeof *result, 0, err);
+    result->tile_reads = loads;
+    result->peak_cache_bytes = (size_t)peak;
+    return st;
+}
+
+/* Every collective below (agree, gather, share) is reached by every rank
+ * in the same order whatever failed where: see mpi/dist.h. */
 ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *result, ts_error *err) {
     ts_error_clear(err);
-    if (result) memset(result, 0, sizeof *result);
+    ts_estimate_result local_result;
+    if (!result) result = &local_result;
+    memset(result, 0, sizeof *result);
+    const ts_dist *dist = opt->dist;
     ts_status st = check_options(opt, err);
-    if (st != TS_OK) return st;
 
     est_ctx c;
     memset(&c, 0, sizeof c);
@@ -344,104 +495,13 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_shifts *s = NULL;
     ts_pool *pool = NULL;
 
-    if ((st = ts_plate_open(opt->input, &c.plate, err)) != TS_OK) goto done;
-    if ((st = ts_plate_filter_wells(c.plate, opt->wells, err)) != TS_OK) goto done;
-    if ((st = probe_tile_shape(&c, err)) != TS_OK) goto done;
-    if (!(s = ts_shifts_new())) {
-        st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    s->has_tile_shape = true;
-    s->tile_shape[0] = (int)c.h;
-    s->tile_shape[1] = (int)c.w;
-    s->has_orientation = true;
-    s->orientation = opt->orientation;
-    s->orientation.rot90 = ts_orient_k(&opt->orientation);
-    s->names_yx = opt->names_yx;
-    if ((st = ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c.h, (int)c.w, opt->overlap_x, &c.reg,
-                                    &c.geom[TS_PAIR_RIGHT], err)) != TS_OK ||
-        (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c.h, (int)c.w, opt->overlap_y, &c.reg,
-                                    &c.geom[TS_PAIR_BELOW], err)) != TS_OK) {
-        ts_fail_context(err, st, "estimate on %lldx%lld tiles (after orientation)", (long long)c.h, (long long)c.w);
-        goto done;
-    }
-    if ((st = build_graph(&c, s, err)) != TS_OK) goto done;
+    if (st == TS_OK) st = estimate_local(&c, &s, &pool, err);
+    st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK) st = gather_results(&c, err);
+    if (st == TS_OK && ts_dist_rank(dist) == 0) st = solve_and_write(&c, s, result, err);
+    st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK) st = share_result(&c, result, err);
 
-    c.tile_base = malloc((size_t)c.plate->nwells * sizeof *c.tile_base + 1);
-    if (!c.tile_base) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
-    for (int w = 0; w < c.plate->nwells; w++) {
-        c.tile_base[w] = c.ntiles;
-        c.ntiles += c.plate->wells[w].npositions;
-    }
-    int *uses = calloc((size_t)(c.ntiles ? c.ntiles : 1), sizeof *uses);
-    if (!uses) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
-    for (int64_t i = 0; i < c.nedges; i++) {
-        uses[c.tile_base[c.edges[i].well] + c.edges[i].a]++;
-        uses[c.tile_base[c.edges[i].well] + c.edges[i].b]++;
-    }
-
-    pool = ts_pool_create(opt->threads);
-    if (!pool) { free(uses); st = ts_fail(err, TS_ERR_NOMEM, "could not start threads"); goto done; }
-    int nthreads = ts_pool_size(pool);
-    /* Band width: about half the tiles the cache holds, less what the
-     * workers keep in flight, so two grid rows of a band stay resident. */
-    size_t tile_bytes = (size_t)(c.h * c.w) * sizeof(float);
-    int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
-    int64_t band = (fit - 2 * nthreads) / 2;
-    int band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
-    for (int64_t i = 0; i < c.nedges; i++) {
-        c.edges[i].band = c.edges[i].gx / band_width;
-        c.edges[i].canon = i;
-    }
-    qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_edge);
-
-    c.cache = ts_tile_cache_create(c.ntiles, uses, opt->cache_bytes, load_tile, &c);
-    free(uses);
-    c.workers = calloc((size_t)nthreads * 2, sizeof *c.workers);
-    if (!c.cache || !c.workers) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory"); goto done; }
-
-    if (ts_pool_for(pool, c.nedges, register_edge, &c) != 0 || c.failed) {
-        st = c.err.code ? c.err.code : TS_ERR_INTERNAL;
-        if (err) *err = c.err; /* err may be NULL, as for ts_fail */
-        goto done;
-    }
-
-    /* The file lists pairs in the canonical order, whatever the schedule
-     * (which depends on the thread count and cache size). */
-    qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_canon);
-
-    /* Pairs without a match (a blank or featureless tile) are not
-     * measurements: left out of the solve and of the file, so such a tile,
-     * with no pair left, falls back to its grid position instead of dragging
-     * its neighbours with a noise peak. */
-    for (int64_t i = 0; i < c.nedges; i++) {
-        const edge *e = &c.edges[i];
-        if (!e->res.matched) {
-            if (result) result->unmatched_pairs++;
-            continue;
-        }
-        if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0) {
-            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
-            goto done;
-        }
-    }
-    if ((st = ts_estimate_place(s, (int)c.h, (int)c.w, opt, result, err)) != TS_OK) goto done;
-    if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) goto done;
-
-    if (result) {
-        ts_tile_cache_stats cs = ts_tile_cache_get_stats(c.cache);
-        result->wells = c.plate->nwells;
-        result->tiles = c.ntiles;
-        result->pairs = c.nedges - result->unmatched_pairs;
-        result->tile_reads = cs.loads;
-        result->peak_cache_bytes = cs.peak_bytes;
-        for (int64_t i = 0; i < c.nedges; i++)
-            if (c.edges[i].res.matched && c.edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
-        result->strip_shape[0][0] = c.geom[0].sh, result->strip_shape[0][1] = c.geom[0].sw;
-        result->strip_shape[1][0] = c.geom[1].sh, result->strip_shape[1][1] = c.geom[1].sw;
-    }
-
-done:
     if (c.workers) {
         for (int i = 0; pool && i < 2 * ts_pool_size(pool); i++) ts_registrar_free(c.workers[i]);
         free(c.workers);
