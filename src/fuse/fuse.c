@@ -10,6 +10,7 @@
 
 #include "common/fs.h"
 #include "fuse/fuse_internal.h"
+#include "fuse/ranks.h"
 #include "fuse/run_guard.h"
 #include "shifts/shifts.h"
 
@@ -176,8 +177,60 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
     return TS_OK;
 }
 
-/* Pass 2: fuse one prepared well (frees its tiles). */
-static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_error *err) {
+/* This rank's bands of every (t, z) through the pipeline (all of them in
+ * one process). */
+static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, ts_pool *pool,
+                           fuse_pipeline_stats *stats, ts_error *err) {
+    size_t fixed = (size_t)W->nworkers * fuse_block_bytes(sz, W->L.block);
+    /* What the worker buffers leave of --memory bounds the tile strips held
+     * (at least a quarter of it: the block size was chosen to fit). */
+    size_t budget = usable > fixed + usable / 4 ? usable - fixed : usable / 4;
+    W->recycle_cap = budget / 4;
+    fuse_stage_fns fns, own_fns;
+    fuse_stage_fns_init(W, &fns);
+    int64_t b0, b1;
+    fuse_rank_bands(W->plan, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &b0, &b1);
+    fuse_rank_fns rank_fns;
+    fuse_plan own;
+    int64_t nunits = fuse_rank_pipeline(W->plan, W->nt * W->L.Z, b0, b1, &fns, &rank_fns, &own, &own_fns);
+    char stage[64];
+    snprintf(stage, sizeof stage, "fuse %s", W->plate->wells[W->w].path);
+    return fuse_pipeline_run(&own, nunits, &own_fns, pool, budget, W->opt->progress, W->opt->progress_user,
+                             stage, stats, err);
+}
+
+static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts_error *err) {
+    const int64_t C = W->L.C;
+    ts_image_meta im = W->image_meta;
+    if (im.nchannels > C) im.nchannels = (int)C;
+    for (int c = im.nchannels; c < C && c < TS_MAX_CHANNELS; c++) {
+        snprintf(im.channel_labels[c], sizeof im.channel_labels[c], "Channel %d", c);
+        im.channel_colors[c][0] = '\0';
+    }
+    im.nchannels = (int)(C < TS_MAX_CHANNELS ? C : TS_MAX_CHANNELS);
+    return ts_image_write_meta(image_path, W->format, &im, W->L.levels + 1, err);
+}
+
+/* Strips read and blocks written by all ranks; the largest peak. */
+static ts_status sum_stats(const ts_dist *dist, fuse_pipeline_stats *stats, ts_error *err) {
+    int64_t counts[2] = {stats->strips_loaded, stats->blocks_done};
+    uint64_t peak = stats->peak_strip_bytes;
+    ts_status st = ts_dist_sum_i64(dist, counts, 2, err);
+    if (st == TS_OK) st = ts_dist_max_u64(dist, &peak, 1, err);
+    stats->strips_loaded = counts[0], stats->blocks_done = counts[1];
+    stats->peak_strip_bytes = (size_t)peak;
+    return st;
+}
+
+/* Pass 2: fuse one prepared well (frees its tiles). Under MPI every rank
+ * runs it: the first creates the arrays, each fuses its own bands, the first
+ * writes the image metadata once all are in (ranks.h). The ts_dist_agree
+ * calls are reached by every rank whatever failed where (mpi/dist.h).
+ * layout_threads: the threads of all ranks, which the block size depends
+ * on, so every rank derives the same layout (the one a single process with
+ * that many threads derives). */
+static ts_status well_run(fuse_well *Wp, ts_pool *pool, int layout_threads, ts_fuse_result *res,
+                          ts_error *err) {
     fuse_well W = *Wp;
     const ts_fuse_options *opt = W.opt;
     const ts_plate *plate = W.plate;
@@ -188,7 +241,10 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
     const int64_t T = W.L.T, C = W.L.C, Z = W.L.Z, H = W.canvas_h, Wd = W.canvas_w;
     const existing_out ex = W.existing;
+    const ts_dist *dist = opt->dist;
+    const bool first = ts_dist_rank(dist) == 0;
     ts_status st = TS_OK;
+    fuse_pipeline_stats stats = {0};
 
     /* Keep an eighth (and up to 32 MiB more) of --memory for what is not
      * counted below: the program itself, codec buffers, allocator slack. */
@@ -197,7 +253,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     fuse_sizing sz = {
         .canvas_h = H, .canvas_w = Wd, .C = C, .out_elem = W.out_elem,
         .chunk = opt->chunk, .shard = opt->shard, .levels = opt->levels,
-        .threads = W.nworkers, .memory = usable,
+        .threads = layout_threads, .memory = usable,
     };
     for (int i = 0; i < W.ntiles; i++) {
         if (W.tiles[i].h > sz.tile_h) sz.tile_h = W.tiles[i].h;
@@ -211,7 +267,6 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
         W.format = ex.zarr_format == 2 ? TS_OME_04 : TS_OME_05;
     }
     st = fuse_layout_init(&W.L, &sz, err);
-    if (st) goto done;
     W.L.C = C, W.L.Z = Z;
     if (opt->t_out >= 0) {
         W.nt = 1, W.t_in0 = 0, W.t_out0 = opt->t_out;
@@ -224,35 +279,23 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, ts_fuse_result *res, ts_
     bool existing = false;
     /* A new mosaic replaces whatever an earlier run left at this image path,
      * so a re-run gives the same store (no stale chunks of other layouts). */
-    if (opt->t_out < 0 && (st = ts_remove_tree(image_path, err)) != TS_OK) goto done;
-    if ((st = fuse_weights_init(&W, err)) != TS_OK) goto done;
-    if ((st = fuse_output_open(&W, image_path, &existing, err)) != TS_OK) goto done;
-    if ((st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err)) != TS_OK) goto done;
-    if ((st = scratch_alloc(&W, err)) != TS_OK) goto done;
-
-    size_t fixed = (size_t)W.nworkers * fuse_block_bytes(&sz, W.L.block);
-    /* What the worker buffers leave of --memory bounds the tile strips held
-     * (at least a quarter of it: the block size was chosen to fit). */
-    size_t budget = usable > fixed + usable / 4 ? usable - fixed : usable / 4;
-    W.recycle_cap = budget / 4;
-    fuse_stage_fns fns;
-    fuse_stage_fns_init(&W, &fns);
-    char stage[64];
-    snprintf(stage, sizeof stage, "fuse %s", well->path);
-    fuse_pipeline_stats stats = {0};
-    st = fuse_pipeline_run(W.plan, W.nt * W.L.Z * W.plan->nbands, &fns, pool, budget, opt->progress,
-                           opt->progress_user, stage, &stats, err);
-    if (st) goto done;
-
-    /* Image metadata last: a mosaic is only advertised once its data is in. */
-    ts_image_meta im = W.image_meta;
-    if (im.nchannels > C) im.nchannels = (int)C;
-    for (int c = im.nchannels; c < C && c < TS_MAX_CHANNELS; c++) {
-        snprintf(im.channel_labels[c], sizeof im.channel_labels[c], "Channel %d", c);
-        im.channel_colors[c][0] = '\0';
-    }
-    im.nchannels = (int)(C < TS_MAX_CHANNELS ? C : TS_MAX_CHANNELS);
-    st = ts_image_write_meta(image_path, W.format, &im, W.L.levels + 1, err);
+    if (st == TS_OK && first && opt->t_out < 0) st = ts_remove_tree(image_path, err);
+    if (st == TS_OK) st = fuse_weights_init(&W, err);
+    if (st == TS_OK && first) st = fuse_output_open(&W, image_path, &existing, err);
+    /* The other ranks open the arrays once the first has created them. */
+    st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK && !first)
+        st = opt->t_out >= 0 ? fuse_output_open(&W, image_path, &existing, err)
+                             : fuse_output_attach(&W, image_path, err);
+    if (st == TS_OK) st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err);
+    if (st == TS_OK) st = scratch_alloc(&W, err);
+    if (st == TS_OK) st = run_bands(&W, &sz, usable, pool, &stats, err);
+    /* Image metadata last, once every rank's data is in: a mosaic is only
+     * advertised once complete. */
+    st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK && first) st = write_image_meta(&W, image_path, err);
+    st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK) st = sum_stats(dist, &stats, err);
     if (st) goto done;
 
     if (res) {
@@ -280,78 +323,14 @@ done:
     return st;
 }
 
-ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_error *err) {
-    ts_fuse_result local;
-    ts_fuse_result *res = result ? result : &local;
-    memset(res, 0, sizeof *res);
-    ts_status st = check_options(opt, err);
-    if (st) return st;
-    ts_shifts *shifts = NULL;
-    ts_plate *plate = NULL;
-    ts_pool *pool = NULL;
-    const char **wells = NULL, **all_wells = NULL;
+/* Plate metadata (on the first rank, after every well): this run's wells;
+ * with --t-out into an existing plate, its wells plus those this run added
+ * (left as it is when none). */
+static ts_status write_plate_meta(const ts_fuse_options *opt, const ts_plate *plate, const char **wells,
+                                  int nwells, ts_error *err) {
+    ts_status st = TS_OK;
+    const char **all_wells = NULL;
     ts_plate *out_plate = NULL;
-    fuse_well *prepared = NULL;
-    int nprepared = 0;
-    fuse_guard guard = {0};
-    bool guarded = false;
-    if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto done;
-    if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto done;
-    if ((st = ts_plate_filter_wells(plate, opt->wells, err)) != TS_OK) goto done;
-
-    /* Orientation: the flags given, else what the shifts file recorded. */
-    ts_orientation none = {false, false, 0};
-    if (shifts->has_orientation) res->file_orientation = shifts->orientation;
-    if (opt->orientation_given) {
-        res->orientation = opt->orientation;
-        res->orientation_mismatch = shifts->has_orientation && !same_orientation(&opt->orientation, &shifts->orientation);
-    } else {
-        res->orientation = shifts->has_orientation ? shifts->orientation : none;
-        res->orientation_from_file = shifts->has_orientation;
-    }
-
-    pool = ts_pool_create(opt->threads);
-    wells = calloc((size_t)plate->nwells + 1, sizeof *wells);
-    if (!pool || !wells) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: thread pool"); goto done; }
-    int nwells = 0;
-    prepared = calloc((size_t)plate->nwells + 1, sizeof *prepared);
-    if (!prepared) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto done; }
-    for (int w = 0; w < plate->nwells; w++) {
-        int sw = ts_shifts_find_well(shifts, plate->wells[w].path);
-        if (sw < 0) {
-            if (opt->wells && *opt->wells) {
-                st = ts_fail(err, TS_ERR_ARG, "well %s is not in the shifts file %s", plate->wells[w].path, opt->shifts);
-                goto done;
-            }
-            continue; /* wells the shifts file does not place are not fused */
-        }
-        st = well_prepare(&prepared[nwells], opt, plate, w, &shifts->wells[sw], &res->orientation, pool, err);
-        if (st) goto done;
-        const fuse_tile *t0 = &prepared[nwells].tiles[0];
-        if (shifts->has_tile_shape && !res->tile_shape_mismatch &&
-            (shifts->tile_shape[0] != t0->h || shifts->tile_shape[1] != t0->w)) {
-            res->tile_shape_mismatch = true;
-            res->file_tile_shape[0] = shifts->tile_shape[0], res->file_tile_shape[1] = shifts->tile_shape[1];
-            res->tile_shape[0] = (int)t0->h, res->tile_shape[1] = (int)t0->w;
-        }
-        wells[nwells++] = plate->wells[w].path;
-        nprepared = nwells;
-    }
-    /* Nothing is written before this point: from here a failure undoes
-     * what the run wrote (run_guard.h). */
-    if ((st = fuse_guard_begin(&guard, opt, wells, nwells, err)) != TS_OK) goto done;
-    guarded = true;
-    for (int i = 0; i < nwells; i++) {
-        fuse_guard_start_well(&guard, i);
-        if ((st = well_run(&prepared[i], pool, res, err)) != TS_OK) goto done;
-        fuse_guard_well_done(&guard, i);
-    }
-    if (nwells == 0) {
-        st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
-        goto done;
-    }
-    /* Plate metadata: this run's wells; with --t-out into an existing plate,
-     * its wells plus those this run added (left as it is when none). */
     char probe[4200], probe2[4200];
     snprintf(probe, sizeof probe, "%s/zarr.json", opt->output);
     snprintf(probe2, sizeof probe2, "%s/.zattrs", opt->output);
@@ -385,13 +364,104 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     }
     st = ts_plate_write_layout(&layout, err);
 done:
+    free(all_wells);
+    ts_plate_close(out_plate);
+    return st;
+}
+
+ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_error *err) {
+    ts_fuse_result local;
+    ts_fuse_result *res = result ? result : &local;
+    memset(res, 0, sizeof *res);
+    const ts_dist *dist = opt->dist;
+    const bool first = ts_dist_rank(dist) == 0;
+    ts_status st = check_options(opt, err);
+    ts_shifts *shifts = NULL;
+    ts_plate *plate = NULL;
+    ts_pool *pool = NULL;
+    const char **wells = NULL;
+    fuse_well *prepared = NULL;
+    int nprepared = 0;
+    fuse_guard guard = {0};
+    bool guarded = false;
+    int nwells = 0;
+    int64_t layout_threads = 0;
+    /* Up to the agreement below every rank reads and checks on its own
+     * (failures jump there, not to done: see mpi/dist.h). */
+    if (st) goto prepared;
+    if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto prepared;
+    if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto prepared;
+    if ((st = ts_plate_filter_wells(plate, opt->wells, err)) != TS_OK) goto prepared;
+
+    /* Orientation: the flags given, else what the shifts file recorded. */
+    ts_orientation none = {false, false, 0};
+    if (shifts->has_orientation) res->file_orientation = shifts->orientation;
+    if (opt->orientation_given) {
+        res->orientation = opt->orientation;
+        res->orientation_mismatch = shifts->has_orientation && !same_orientation(&opt->orientation, &shifts->orientation);
+    } else {
+        res->orientation = shifts->has_orientation ? shifts->orientation : none;
+        res->orientation_from_file = shifts->has_orientation;
+    }
+
+    pool = ts_pool_create(opt->threads);
+    wells = calloc((size_t)plate->nwells + 1, sizeof *wells);
+    if (!pool || !wells) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: thread pool"); goto prepared; }
+    prepared = calloc((size_t)plate->nwells + 1, sizeof *prepared);
+    if (!prepared) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto prepared; }
+    for (int w = 0; w < plate->nwells; w++) {
+        int sw = ts_shifts_find_well(shifts, plate->wells[w].path);
+        if (sw < 0) {
+            if (opt->wells && *opt->wells) {
+                st = ts_fail(err, TS_ERR_ARG, "well %s is not in the shifts file %s", plate->wells[w].path, opt->shifts);
+                goto prepared;
+            }
+            continue; /* wells the shifts file does not place are not fused */
+        }
+        st = well_prepare(&prepared[nwells], opt, plate, w, &shifts->wells[sw], &res->orientation, pool, err);
+        if (st) goto prepared;
+        const fuse_tile *t0 = &prepared[nwells].tiles[0];
+        if (shifts->has_tile_shape && !res->tile_shape_mismatch &&
+            (shifts->tile_shape[0] != t0->h || shifts->tile_shape[1] != t0->w)) {
+            res->tile_shape_mismatch = true;
+            res->file_tile_shape[0] = shifts->tile_shape[0], res->file_tile_shape[1] = shifts->tile_shape[1];
+            res->tile_shape[0] = (int)t0->h, res->tile_shape[1] = (int)t0->w;
+        }
+        wells[nwells++] = plate->wells[w].path;
+        nprepared = nwells;
+    }
+    if (nwells == 0)
+        st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
+prepared:
+    st = ts_dist_agree(dist, st, err);
+    /* The block size depends on the thread count: every rank takes that of
+     * all ranks, so all derive one layout. */
+    layout_threads = pool ? ts_pool_size(pool) : 0;
+    if (st == TS_OK) st = ts_dist_sum_i64(dist, &layout_threads, 1, err);
+    if (st) goto done;
+    /* Nothing is written before this point: from here a failure undoes
+     * what the run wrote (run_guard.h). Only the first rank guards: it
+     * creates the store, and it undoes a failed run once every rank has
+     * agreed on the failure (so none is still writing). */
+    if (first) {
+        st = fuse_guard_begin(&guard, opt, wells, nwells, err);
+        guarded = st == TS_OK;
+    }
+    st = ts_dist_agree(dist, st, err);
+    for (int i = 0; st == TS_OK && i < nwells; i++) {
+        if (first) fuse_guard_start_well(&guard, i);
+        st = well_run(&prepared[i], pool, (int)layout_threads, res, err);
+        if (st == TS_OK && first) fuse_guard_well_done(&guard, i);
+    }
+    if (st) goto done;
+    if (first) st = write_plate_meta(opt, plate, wells, nwells, err);
+    st = ts_dist_agree(dist, st, err);
+done:
     if (st && guarded) fuse_guard_fail(&guard, st, err);
     fuse_guard_free(&guard);
     for (int i = 0; prepared && i < nprepared; i++) free(prepared[i].tiles);
     free(prepared);
     free(wells);
-    free(all_wells);
-    ts_plate_close(out_plate);
     ts_pool_destroy(pool);
     ts_plate_close(plate);
     ts_shifts_free(shifts);
