@@ -21,12 +21,32 @@ static void append(ts_error *err, const char *text) {
     snprintf(err->message + n, sizeof err->message - n, "%s", text);
 }
 
+/* The outermost directory of path that does not exist yet (the run's
+ * mkdir -p creates it and everything below), into top. */
+static void first_missing(const char *path, char *top, size_t n) {
+    snprintf(top, n, "%s", path);
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", path);
+    for (;;) {
+        char *slash = strrchr(parent, '/');
+        while (slash && slash > parent && slash[1] == '\0') { /* trailing '/' */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+        }
+        if (!slash || slash == parent) return;
+        *slash = '\0';
+        if (ts_path_exists(parent)) return;
+        snprintf(top, n, "%s", parent);
+    }
+}
+
 ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char *const *wells,
                            int nwells, ts_error *err) {
     memset(g, 0, sizeof *g);
     g->output = opt->output;
     g->t_out = opt->t_out;
     g->store_existed = ts_path_exists(opt->output);
+    if (!g->store_existed) first_missing(opt->output, g->created_top, sizeof g->created_top);
     g->wells = calloc((size_t)nwells + 1, sizeof *g->wells);
     if (!g->wells) return ts_fail(err, TS_ERR_NOMEM, "fuse: wells");
     g->nwells = nwells;
@@ -69,7 +89,7 @@ static void remove_or_say(const char *path, ts_error *err) {
 ts_status fuse_guard_fail(fuse_guard *g, ts_status st, ts_error *err) {
     if (!g->store_existed) {
         /* Nothing here was the user's before the run. */
-        if (ts_path_exists(g->output)) remove_or_say(g->output, err);
+        if (ts_path_exists(g->created_top)) remove_or_say(g->created_top, err);
         return st;
     }
     for (int i = 0; i < g->nstarted; i++) {

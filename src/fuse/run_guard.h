@@ -20,6 +20,7 @@ typedef struct fuse_guard {
     const char *output;
     int t_out;
     bool store_existed;
+    char created_top[4200];      /* a new store: it or its first new parent */
     int nwells, nstarted;
     fuse_guard_well *wells;
 } fuse_guard;

@@ -1,0 +1,230 @@
+"""SPEC section 6: nothing half-written. A fuse that fails part-way (a tile
+corrupt in a later band) leaves no new store, and an existing store as the
+docs say (docs/fuse.md, "Failed and killed runs"); a fuse killed with
+SIGKILL mid-run and re-run gives the same tree as a clean run (`diff -r`),
+with no temporaries left; an unwritable output is exit 1 and one line naming
+the path. The plates come from `tessera simulate`; the comparisons are
+diff(1) and file hashes, nothing tessera computes about itself."""
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interop_checks import BIN, check, finish, run  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="safety_", dir=os.environ.get("TESSERA_TEST_TMP"))
+# ts_write_file_atomic's temporaries: "<name>.tmp.<pid>.<hex salt>.<n>".
+TEMP_RE = re.compile(r"\.tmp\.\d+\.[0-9a-f]+\.\d+$")
+
+
+def path(*p):
+    return os.path.join(TMP, *p)
+
+
+def tree_hashes(root):
+    """{relative path: sha256} of every file under root."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            full = os.path.join(d, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def temps_under(root):
+    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if TEMP_RE.search(f)]
+
+
+def diff_r(a, b):
+    p = subprocess.run(["diff", "-r", a, b], capture_output=True, text=True)
+    return p.returncode, (p.stdout + p.stderr).strip()
+
+
+def dead_pid():
+    """A pid that belonged to a process which has exited."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def one_line(stderr):
+    return len(stderr.strip().splitlines()) == 1
+
+
+def corrupt(plate, tile):
+    """Overwrites the (only) chunk of a 0.4 tile with bytes no codec accepts."""
+    chunk = os.path.join(plate, tile, "0", "0", "0", "0", "0", "0")
+    check(os.path.isfile(chunk), f"fixture: {chunk} is not a file")
+    with open(chunk, "wb") as f:
+        f.write(b"\x13not a zstd frame" * 8)
+
+
+# ---------------------------------------------------------------- fixtures
+# Small plate: 3 x 3 tiles of 128 px, two wells; 32 px chunks make ~11 bands,
+# and the corrupt tile (x 1, y 2) is in the bottom row, read only once the
+# bands above it have been written.
+SMALL = path("small.zarr")
+run("simulate", "-o", SMALL, "--wells", "A/1,B/2", "--grid", "3x3", "--tile", "128x128",
+    "--overlap", "16", "--format", "0.4", "--seed", "5", "--truth", path("small.yaml"))
+BAD = path("bad.zarr")
+shutil.copytree(SMALL, BAD)
+corrupt(BAD, "A/1/001002")
+corrupt(BAD, "B/2/001002")
+FUSE = ["--chunk", "32", "--shard", "2", "--threads", "1"]
+
+
+def fuse(plate, out, *more, ok=True):
+    return run("fuse", plate, path("small.yaml"), "-o", out, *FUSE, *more, ok=ok)
+
+
+# ------------------------------------------------- failed run, new store
+out = path("new_parent", "sub", "out.zarr")
+p = fuse(BAD, out, ok=False)
+check(p.returncode == 1, f"corrupt tile: exit {p.returncode}, want 1")
+check(one_line(p.stderr), f"corrupt tile: not one line on stderr: {p.stderr!r}")
+check("A/1/001002" in p.stderr and "0/0/0/0/0" in p.stderr,
+      f"corrupt tile: message does not name the tile and chunk key: {p.stderr!r}")
+check(not os.path.exists(out), "corrupt tile: the new output store was left behind")
+check(not os.path.exists(path("new_parent")),
+      "corrupt tile: the parent directories the run created were left behind")
+
+# -------------------------------------- failed run into an existing plate
+store = path("existing.zarr")
+fuse(SMALL, store, "--wells", "A/1")
+before = tree_hashes(store)
+# B/2 is new in this store: the failed run removes it and its row group.
+p = fuse(BAD, store, "--wells", "B/2", ok=False)
+check(p.returncode == 1 and one_line(p.stderr), f"new well: exit {p.returncode}, {p.stderr!r}")
+check("B/2/001002" in p.stderr, f"new well: message does not name the tile: {p.stderr!r}")
+after = tree_hashes(store)
+check(after == before, "new well: the existing store changed: "
+      f"added {sorted(set(after) - set(before))[:5]}, removed {sorted(set(before) - set(after))[:5]}, "
+      f"changed {sorted(k for k in before if k in after and before[k] != after[k])[:5]}")
+check(not os.path.exists(os.path.join(store, "B")), "new well: row group B was left behind")
+
+# A/1 exists: a run replacing it removes the old image first, so a failure
+# leaves the image absent (not half-written) and says so; nothing else changes.
+p = fuse(BAD, store, "--wells", "A/1", ok=False)
+check(p.returncode == 1 and one_line(p.stderr), f"replaced well: exit {p.returncode}, {p.stderr!r}")
+image = os.path.join(store, "A", "1", "0")
+check(not os.path.exists(image), "replaced well: the partial image was left behind")
+check("replacing is removed" in p.stderr and image in p.stderr,
+      f"replaced well: the message does not say the image is removed: {p.stderr!r}")
+after = tree_hashes(store)
+rest = {k: v for k, v in before.items() if not k.startswith("A/1/0/")}
+check(after == rest, "replaced well: files outside the image changed: "
+      f"{sorted(set(after) ^ set(rest))[:5]}")
+
+# --t-out into an existing image cannot be undone: the error says so.
+tstore = path("tout.zarr")
+fuse(SMALL, tstore, "--wells", "A/1", "--t-out", "1")
+p = fuse(BAD, tstore, "--wells", "A/1", "--t-out", "0", ok=False)
+check(p.returncode == 1 and one_line(p.stderr), f"--t-out: exit {p.returncode}, {p.stderr!r}")
+check("timepoint 0 of the existing image" in p.stderr and "partly overwritten" in p.stderr,
+      f"--t-out: the message does not warn about the overwritten timepoint: {p.stderr!r}")
+check(os.path.isdir(os.path.join(tstore, "A", "1", "0", "0")), "--t-out: the existing image was removed")
+
+# -------------------------------------------------------- unwritable output
+blocker = path("a_file")
+open(blocker, "w").close()
+for target in [os.path.join(blocker, "out.zarr")] + (
+        [] if os.geteuid() == 0 else [os.path.join(path("readonly"), "out.zarr")]):
+    if "readonly" in target:
+        os.makedirs(path("readonly"), exist_ok=True)
+        os.chmod(path("readonly"), 0o555)
+    p = fuse(SMALL, target, ok=False)
+    check(p.returncode == 1, f"unwritable {target}: exit {p.returncode}, want 1")
+    check(one_line(p.stderr) and target in p.stderr,
+          f"unwritable {target}: want one line naming the path, got {p.stderr!r}")
+    check(not os.path.exists(target), f"unwritable {target}: something was created")
+
+# ------------------------------------------------------ kill -9, then re-run
+# 10 x 10 tiles of 256 px, gzip, one thread: about 1-2 s of writing.
+BIG = path("big.zarr")
+run("simulate", "-o", BIG, "--grid", "10x10", "--tile", "256x256", "--overlap", "32",
+    "--format", "0.4", "--seed", "3", "--truth", path("big.yaml"))
+BIGFUSE = ["--chunk", "64", "--shard", "2", "--threads", "1", "--codec", "gzip"]
+
+
+def fuse_big(out, *more, ok=True):
+    return run("fuse", BIG, path("big.yaml"), "-o", out, *BIGFUSE, *more, ok=ok)
+
+
+def killed_run(out, blocks_dir, *more):
+    """Starts a fuse, waits until a block file appears under blocks_dir,
+    kills it with SIGKILL. Returns whether it was killed mid-run."""
+    proc = subprocess.Popen([BIN, "fuse", BIG, path("big.yaml"), "-o", out, *BIGFUSE, *more],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(files for _, _, files in os.walk(blocks_dir)):
+            break
+        time.sleep(0.002)
+    alive = proc.poll() is None
+    if alive:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return alive
+
+
+def plant(where, name, pid):
+    """A temporary as ts_write_file_atomic names them, left by writer pid."""
+    os.makedirs(where, exist_ok=True)
+    f = os.path.join(where, f"{name}.tmp.{pid}.5eed.{len(os.listdir(where))}")
+    with open(f, "wb") as fh:
+        fh.write(b"half")
+    return f
+
+
+for fmt, meta in [("0.5", "zarr.json"), ("0.4", ".zattrs")]:
+    clean, killed = path(f"clean{fmt}.zarr"), path(f"killed{fmt}.zarr")
+    fuse_big(clean, "--format", fmt)
+    was_killed = killed_run(killed, os.path.join(killed, "A", "1", "0", "0"), "--format", fmt)
+    left = temps_under(killed)
+    print(f"{fmt}: killed mid-run: {was_killed}; temporaries left by the kill: {len(left)}")
+    # Stale temporaries of a dead writer where the run writes metadata, and
+    # files that are not tessera's temporaries (never touched).
+    dead = dead_pid()
+    stale = [plant(killed, meta, dead), plant(os.path.join(killed, "A", "1"), meta, dead)]
+    foreign = os.path.join(killed, "notes.tmp.txt")
+    with open(foreign, "w") as fh:
+        fh.write("mine")
+    fuse_big(killed, "--format", fmt)
+    check(not any(os.path.exists(f) for f in stale), f"{fmt}: stale temporaries were not swept")
+    check(os.path.exists(foreign), f"{fmt}: a file that is not a tessera temporary was removed")
+    os.remove(foreign)
+    rc, text = diff_r(clean, killed)
+    check(rc == 0, f"{fmt}: killed + re-run differs from a clean run:\n{text[:2000]}")
+    check(not temps_under(killed), f"{fmt}: temporaries remain: {temps_under(killed)[:5]}")
+
+# --t-out keeps the existing image, so a killed run's temporaries inside its
+# arrays must be swept by the re-run (a live writer's are left alone).
+base = path("tbase.zarr")
+fuse_big(base, "--t-out", "1")
+clean, killed = path("tclean.zarr"), path("tkilled.zarr")
+shutil.copytree(base, clean)
+shutil.copytree(base, killed)
+fuse_big(clean, "--t-out", "0")
+blocks_t0 = os.path.join(killed, "A", "1", "0", "0", "c", "0")  # v3 keys c/t/c/z/y/x
+was_killed = killed_run(killed, blocks_t0, "--t-out", "0")
+print(f"--t-out: killed mid-run: {was_killed}; temporaries left by the kill: {len(temps_under(killed))}")
+shard_dir = os.path.join(killed, "A", "1", "0", "0", "c", "1", "0", "0", "0")
+stale = plant(shard_dir, "0", dead_pid())
+live = plant(shard_dir, "1", os.getpid())  # this test is alive: may still rename it
+fuse_big(killed, "--t-out", "0")
+check(not os.path.exists(stale), "--t-out: a stale temporary inside the array was not swept")
+check(os.path.exists(live), "--t-out: a live writer's temporary was removed")
+os.remove(live)
+rc, text = diff_r(clean, killed)
+check(rc == 0, f"--t-out: killed + re-run differs from a clean run:\n{text[:2000]}")
+check(not temps_under(killed), f"--t-out: temporaries remain: {temps_under(killed)[:5]}")
+
+shutil.rmtree(TMP, ignore_errors=True)
+finish()
