@@ -1,0 +1,148 @@
+# SPEC section 4: the same binary under MPI (`mpirun -n N tessera ...`) writes
+# what one process writes. A small simulated plate (2 wells, 2 channels, 2
+# timepoints or 2 z planes, a pyramid level) is estimated, fused and stitched
+# in one process and under `mpirun -n 2` and `-n 3`; the shifts files must be
+# equal under cmp(1) and the stores under `diff -r`. Small chunks and shards
+# give more bands than ranks, so every rank writes. Failing runs (a tile
+# corrupt in the bottom row, read by the last rank only; an output under a
+# regular file) must exit non-zero within a timeout, with one message from
+# tessera on stderr, as the single-process run does.
+# Skips (exit 77) only when tessera was built without MPI.
+set -u
+
+if [ "${TESSERA_MPI:-OFF}" != "ON" ]; then
+    echo "SKIP: tessera was built without MPI (TESSERA_MPI=${TESSERA_MPI:-unset}); nothing to test"
+    exit 77
+fi
+BIN=${TESSERA_BIN:?TESSERA_BIN not set}
+MPIEXEC=${TESSERA_MPIEXEC:-mpirun}
+TMP=$(mktemp -d "${TESSERA_TEST_TMP:-/tmp}/mpi.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+MPIRUN=("$MPIEXEC" --oversubscribe -q)
+# Open MPI refuses to run as root unless told that it is meant.
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+
+# Under the sanitizers: Open MPI's own allocations at MPI_Init are not freed
+# at MPI_Finalize; they are not tessera's leaks.
+printf 'leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\nleak:libpmix.so\nleak:libhwloc.so\nleak:libevent\nleak:mca_\n' \
+    >"$TMP/lsan.supp"
+export LSAN_OPTIONS="suppressions=$TMP/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# mpi N ARGS...: tessera under mpirun with N ranks, 60 s at most.
+mpi() {
+    local n=$1
+    shift
+    timeout 60 "${MPIRUN[@]}" -n "$n" "$BIN" "$@"
+}
+
+same_file() { if cmp -s "$1" "$2"; then pass "$3"; else fail "$3: $1 and $2 differ"; fi; }
+same_tree() {
+    if diff -r "$1" "$2" >"$TMP/diff.txt" 2>&1; then pass "$3"
+    else fail "$3: $1 and $2 differ:"; head -5 "$TMP/diff.txt"; fi
+}
+
+FUSE_ARGS=(--chunk 16 --shard 2 --levels 1 --memory 16M)
+
+for fmt in 0.4 0.5; do
+    d="$TMP/$fmt"
+    mkdir -p "$d"
+    if [ "$fmt" = 0.4 ]; then extra=(--timepoints 2); else extra=(--z 2); fi
+    "$BIN" simulate -o "$d/plate" --wells A/1,B/2 --grid 4x3 --tile 72x96 --overlap 16 --jitter 2 \
+        --channels 2 "${extra[@]}" --format "$fmt" --seed 7 >/dev/null || { fail "simulate $fmt"; continue; }
+
+    # estimate: one process, 2 and 3 ranks.
+    "$BIN" estimate "$d/plate" -o "$d/s1.yaml" --overlap 16 --threads 2 || fail "estimate $fmt (1 process)"
+    for n in 2 3; do
+        mpi "$n" estimate "$d/plate" -o "$d/s$n.yaml" --overlap 16 --threads 1
+        rc=$?
+        [ $rc = 0 ] || fail "estimate $fmt under mpirun -n $n exited $rc"
+        same_file "$d/s1.yaml" "$d/s$n.yaml" "estimate $fmt: -n $n shifts file = one process's"
+    done
+
+    # fuse: explicit layout, and the automatic one (the block size follows
+    # the threads of all ranks: -n 2 x 1 thread = one process x 2 threads).
+    "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/f1" --format "$fmt" "${FUSE_ARGS[@]}" --threads 2 ||
+        fail "fuse $fmt (1 process)"
+    "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/a1" --format "$fmt" --chunk 16 --threads 2 ||
+        fail "fuse $fmt auto layout (1 process)"
+    for n in 2 3; do
+        mpi "$n" fuse "$d/plate" "$d/s1.yaml" -o "$d/f$n" --format "$fmt" "${FUSE_ARGS[@]}" --threads 1 \
+            --json >"$d/f$n.json"
+        rc=$?
+        [ $rc = 0 ] || fail "fuse $fmt under mpirun -n $n exited $rc"
+        same_tree "$d/f1" "$d/f$n" "fuse $fmt: -n $n store = one process's"
+        # --json printed once (rank 0), with every rank's blocks counted.
+        lines=$(wc -l <"$d/f$n.json")
+        [ "$lines" = 1 ] || fail "fuse $fmt -n $n: $lines --json lines, want 1"
+    done
+    "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/f1j" --format "$fmt" "${FUSE_ARGS[@]}" --json >"$d/f1.json"
+    want=$(grep -o '"blocks_written": [0-9]*, "output_pixels": [0-9]*' "$d/f1.json")
+    got=$(grep -o '"blocks_written": [0-9]*, "output_pixels": [0-9]*' "$d/f3.json")
+    [ -n "$want" ] && [ "$want" = "$got" ] && pass "fuse $fmt -n 3: --json counts = one process's ($got)" ||
+        fail "fuse $fmt -n 3: --json counts '$got', one process '$want'"
+    mpi 2 fuse "$d/plate" "$d/s1.yaml" -o "$d/a2" --format "$fmt" --chunk 16 --threads 1 ||
+        fail "fuse $fmt auto layout under mpirun -n 2"
+    same_tree "$d/a1" "$d/a2" "fuse $fmt, automatic layout: -n 2 x 1 thread = 1 process x 2 threads"
+
+    # stitch: estimate then the distributed fuse.
+    "$BIN" stitch "$d/plate" -o "$d/st1" --overlap 16 --shifts-out "$d/st1.yaml" --format "$fmt" \
+        "${FUSE_ARGS[@]}" || fail "stitch $fmt (1 process)"
+    mpi 2 stitch "$d/plate" -o "$d/st2" --overlap 16 --shifts-out "$d/st2.yaml" --format "$fmt" \
+        "${FUSE_ARGS[@]}" --threads 1 || fail "stitch $fmt under mpirun -n 2"
+    same_file "$d/st1.yaml" "$d/st2.yaml" "stitch $fmt: -n 2 shifts file = one process's"
+    same_tree "$d/st1" "$d/st2" "stitch $fmt: -n 2 store = one process's"
+done
+
+# Failures. A tile of the bottom row with its data truncated: under 3 ranks
+# only the last one reads it (its bands, its edges), and every rank must stop
+# with that rank's message instead of waiting for it.
+d="$TMP/0.5"
+cp -r "$d/plate" "$TMP/bad"
+found=0
+while IFS= read -r f; do
+    case "$(basename "$f")" in zarr.json | .z*) continue ;; esac
+    head -c 7 "$f" >"$f.cut" && mv "$f.cut" "$f" && found=1
+done < <(find "$TMP/bad/B/2/003002/0" -type f)
+[ $found = 1 ] || fail "no data file found to corrupt under $TMP/bad/B/2/003002/0"
+
+# check_failure NAME OUT -- ARGS...: one process, then 3 ranks; both fail, the
+# MPI run within the timeout, one line of tessera on stderr naming WHAT.
+check_failure() {
+    local name=$1 what=$2 out=$3
+    shift 4
+    "$BIN" "$@" -o "$out.1" --threads 1 >/dev/null 2>"$TMP/err1.txt"
+    local rc1=$?
+    mpi 3 "$@" -o "$out.3" --threads 1 >/dev/null 2>"$TMP/err3.txt"
+    local rc3=$?
+    local lines
+    lines=$(grep -c '^tessera' "$TMP/err3.txt")
+    if [ $rc3 = 124 ]; then
+        fail "$name under mpirun -n 3 hung (killed by the 60 s timeout)"
+    elif [ $rc1 = 0 ] || [ $rc3 != $rc1 ]; then
+        fail "$name: one process exited $rc1, mpirun -n 3 exited $rc3"
+    elif [ "$lines" != 1 ] || ! grep -q "$what" "$TMP/err3.txt"; then
+        fail "$name: want one tessera line naming $what on stderr, got:"; cat "$TMP/err3.txt"
+    else
+        pass "$name: exit $rc3 under mpirun -n 3 as in one process; $(grep '^tessera' "$TMP/err3.txt")"
+    fi
+    if [ -e "$out.1" ] || [ -e "$out.3" ]; then
+        [ -e "$out.1" ] && [ -e "$out.3" ] && same_tree "$out.1" "$out.3" "$name: what is left = one process's" ||
+            fail "$name: one process left $( [ -e "$out.1" ] && echo a || echo no) output, mpirun $( [ -e "$out.3" ] && echo a || echo no)"
+    fi
+}
+
+check_failure "estimate, corrupt tile" "003002" "$TMP/bad_est" -- estimate "$TMP/bad" --overlap 16
+check_failure "fuse, corrupt tile" "003002" "$TMP/bad_fuse" -- fuse "$TMP/bad" "$d/s1.yaml" "${FUSE_ARGS[@]}"
+touch "$TMP/a_file"
+check_failure "fuse, unwritable output" "a_file" "$TMP/a_file/out" -- fuse "$d/plate" "$d/s1.yaml" "${FUSE_ARGS[@]}"
+
+if [ $failures != 0 ]; then
+    echo "$failures check(s) failed"
+    exit 1
+fi
+echo "all MPI checks passed"
