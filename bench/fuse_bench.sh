@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fusion throughput, in one run on the same simulated plate:
+# Fusion throughput, in one run on the same simulated plate (two plates):
 #   - tessera fuse (output megapixels/s, peak RSS),
 #   - the NumPy reference of the same algorithm (bench/fuse_bench.py),
 #   - the I/O floor: decode every input chunk once + encode and write every
@@ -11,32 +11,47 @@ BUILD=${1:-build}
 THREADS=${2:-2}
 source "$(dirname "$0")/lib.sh"
 
-echo "== throughput: 8x6 tiles of 512x512 uint16, overlap 51 px, 1 channel, OME-Zarr 0.4 input, threads $THREADS"
-"$T" simulate -o "$WORK/plate.zarr" --grid 8x6 --tile 512x512 --overlap 51 --format 0.4 \
-  --truth "$WORK/truth.yaml" --seed 1 >/dev/null
-for fmt in 0.5 0.4; do
-  rm -rf "$WORK/out.zarr"
-  # best of 3 (the machine is shared)
-  best=""
-  for _ in 1 2 3; do
-    rm -rf "$WORK/out.zarr"
-    /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/out.zarr" \
-      --format $fmt --threads "$THREADS" --json > "$WORK/fuse.json"
-    mps=$("$PY" -c "import json;print(json.load(open('$WORK/fuse.json'))['megapixels_per_second'])")
-    if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(not $mps > $best)"; then best=$mps; bestrss=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss"); fi
-  done
-  shard=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['shard'], d['canvas'])")
-  echo "tessera fuse --format $fmt: $best output MP/s (best of 3), peak_rss_mb=$bestrss (chunk 512, shard/block ${shard})"
-  for _ in 1 2 3; do  # best of 3, as for tessera
-    "$BUILD/bench/fuse_iofloor" "$WORK/plate.zarr" "$WORK/out.zarr/A/1/0/0" "$WORK/floor.zarr" "$THREADS"
-  done | "$PY" -c "
+# Two plates: small 512^2 tiles (fixed costs weigh most), and the SPEC's
+# 2048^2 tiles (what a plate is made of).
+throughput() {  # GRID TILE OVERLAP
+  local grid=$1 tile=$2 overlap=$3
+  declare -A mps_of
+  echo "== throughput: $grid tiles of $tile uint16, overlap $overlap px, 1 channel, OME-Zarr 0.4 input, threads $THREADS"
+  rm -rf "$WORK/plate.zarr" "$WORK/ref.zarr"
+  "$T" simulate -o "$WORK/plate.zarr" --grid "$grid" --tile "$tile" --overlap "$overlap" --format 0.4 \
+    --truth "$WORK/truth.yaml" --seed 1 >/dev/null
+  for fmt in 0.5 0.4; do
+    # best of 3 (the machine is shared)
+    best=""
+    for _ in 1 2 3; do
+      rm -rf "$WORK/out.zarr"
+      /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/out.zarr" \
+        --format $fmt --threads "$THREADS" --json > "$WORK/fuse.json"
+      mps=$("$PY" -c "import json;print(json.load(open('$WORK/fuse.json'))['megapixels_per_second'])")
+      if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(not $mps > $best)"; then best=$mps; bestrss=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss"); fi
+    done
+    mps_of[$fmt]=$best
+    shard=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['shard'], d['canvas'])")
+    echo "tessera fuse --format $fmt: $best output MP/s (best of 3), peak_rss_mb=$bestrss (chunk 512, shard/block ${shard})"
+    for _ in 1 2 3; do  # best of 3, as for tessera
+      "$BUILD/bench/fuse_iofloor" "$WORK/plate.zarr" "$WORK/out.zarr/A/1/0/0" "$WORK/floor.zarr" "$THREADS"
+    done | "$PY" -c "
 import sys
 runs = [dict(x.split('=') for x in line.split()) for line in sys.stdin if '=' in line]
 kv = min(runs, key=lambda r: float(r['decode_s']) + float(r['encode_write_s']))
 t = float(kv['decode_s']) + float(kv['encode_write_s'])
-print('I/O floor (%s): decode %s s + encode/write %s s = %.2f output MP/s (best of 3), peak_rss_mb=%s' % ('$fmt', kv['decode_s'], kv['encode_write_s'], float(kv['mpix']) / t, kv['peak_rss_mb']))"
-done
-"$PY" "$SRC/bench/fuse_bench.py" "$WORK/plate.zarr" "$WORK/truth.yaml" "$WORK/ref.zarr" 512
+floor = float(kv['mpix']) / t
+print('I/O floor (%s): decode %s s + encode/write %s s = %.2f output MP/s (best of 3), peak_rss_mb=%s; '
+      'tessera takes %.2fx the floor\'s time' % ('$fmt', kv['decode_s'], kv['encode_write_s'], floor,
+                                                kv['peak_rss_mb'], floor / $best))"
+  done
+  ref=$("$PY" "$SRC/bench/fuse_bench.py" "$WORK/plate.zarr" "$WORK/truth.yaml" "$WORK/ref.zarr" 512)
+  echo "$ref"
+  refmps=$(echo "$ref" | sed -n 's/.*= \([0-9.]*\) output MP\/s.*/\1/p')
+  "$PY" -c "print('tessera vs the NumPy reference: %.1fx (0.5 output), %.1fx (0.4 output)' % (${mps_of[0.5]} / $refmps, ${mps_of[0.4]} / $refmps))"
+}
+throughput 8x6 512x512 51
+throughput 5x4 2048x2048 205
 
 echo "== peak RSS vs canvas area (tiles 256x256, overlap 26, --chunk 128 --shard 4 --memory 16M, threads $THREADS)"
 for g in "16x16 1x" "32x32 4x" "64x64 16x"; do

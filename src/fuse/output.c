@@ -153,6 +153,18 @@ static ts_status write_chunks(fuse_well *W, fuse_scratch *sc, int worker, int k,
     return fuse_pipeline_share(W->L.C * ny * nx, write_chunk, &J, worker, err);
 }
 
+/* 0.5: the zarr layer encodes a shard's inner chunks as items that every
+ * free pipeline worker may take (one thread per shard left the others idle
+ * at a band's end and on small canvases). */
+typedef struct shard_share {
+    int worker;
+} shard_share;
+
+static ts_status run_shared(void *user, int64_t n, tz_item_fn fn, void *fn_user, ts_error *err) {
+    const shard_share *s = user;
+    return fuse_pipeline_share(n, fn, fn_user, s->worker, err);
+}
+
 ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t, int64_t z, int64_t band,
                            int64_t bx, ts_error *err) {
     const fuse_layout *L = &W->L;
@@ -178,7 +190,9 @@ ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t, int64_t z,
         ts_status st;
         if (tz_array_get_meta(W->out[k])->sharded) {
             int64_t idx[5] = {t, 0, z, band, bx};
-            st = tz_array_write_block(W->out[k], idx, sc->level[k], err);
+            shard_share share = {(int)(sc - W->scratch)};
+            const tz_parallel par = {W->nworkers, run_shared, &share};
+            st = tz_array_write_block_parallel(W->out[k], idx, sc->level[k], &par, err);
         } else {
             st = write_chunks(W, sc, (int)(sc - W->scratch), k, t, z, band, bx, err);
         }

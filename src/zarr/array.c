@@ -217,6 +217,11 @@ ts_status tz_array_read(const tz_array *arr, const int64_t *start, const int64_t
 /* ------------------------------------------------------------------ write */
 
 ts_status tz_array_write_block(tz_array *arr, const int64_t *idx, const void *data, ts_error *err) {
+    return tz_array_write_block_parallel(arr, idx, data, NULL, err);
+}
+
+ts_status tz_array_write_block_parallel(tz_array *arr, const int64_t *idx, const void *data,
+                                        const tz_parallel *par, ts_error *err) {
     const tz_array_meta *m = &arr->meta;
     int64_t grid[TZ_MAX_DIM];
     tz_array_grid(arr, grid);
@@ -231,7 +236,7 @@ ts_status tz_array_write_block(tz_array *arr, const int64_t *idx, const void *da
     ts_status st;
     if (m->sharded) {
         bool empty = false;
-        st = tz_shard_encode(arr, data, key, &enc, &size, &empty, err);
+        st = tz_shard_encode(arr, data, key, par, &enc, &size, &empty, err);
         if (st) return st;
         if (empty) {
             if (unlink(file) != 0 && errno != ENOENT)

@@ -138,54 +138,92 @@ done:
     return st;
 }
 
-ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key, void **out, size_t *out_size,
-                          bool *empty, ts_error *err) {
+/* Encoding a shard: item `lin` encodes inner chunk lin (C order over the
+ * shard's chunk grid) into its own buffer, on whichever thread runs it;
+ * the file is then laid out in lin order, so the bytes do not depend on
+ * the threads. */
+typedef struct shard_job {
+    const tz_array *arr;
+    const void *shard;
+    const char *key;
+    int64_t inner_elems;
+    unsigned char **chunk;   /* per worker: one raw inner chunk */
+    tz_codec_ctx *ctx;       /* per worker */
+    unsigned char **enc;     /* per inner chunk: encoded bytes (NULL = empty) */
+    size_t *size;
+} shard_job;
+
+static ts_status encode_inner(void *user, int64_t lin, int worker, ts_error *err) {
+    shard_job *J = user;
+    const tz_array *arr = J->arr;
     const tz_array_meta *m = &arr->meta;
-    int nd = m->ndim;
+    const int nd = m->ndim;
     const int64_t *ic = m->sharding.inner_chunk;
-    size_t n_inner = (size_t)arr->inner_per_shard;
-    size_t inner_elems = (size_t)tz_prod(nd, ic);
-    size_t base = m->sharding.index_at_start ? arr->index_bytes : 0;
+    int64_t c[TZ_MAX_DIM], soff[TZ_MAX_DIM], zero[TZ_MAX_DIM] = {0}, rest = lin;
+    for (int d = nd - 1; d >= 0; d--) {
+        c[d] = rest % arr->chunks_per_shard[d];
+        rest /= arr->chunks_per_shard[d];
+        soff[d] = c[d] * ic[d];
+    }
+    if (!J->chunk[worker] && !(J->chunk[worker] = malloc((size_t)J->inner_elems * arr->esize + 1)))
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard '%s' of '%s'", J->key, arr->path);
+    unsigned char *chunk = J->chunk[worker];
+    tz_copy_box(nd, arr->esize, J->shard, m->chunk, soff, chunk, ic, zero, ic);
+    if (tz_all_fill(arr, chunk, (size_t)J->inner_elems)) return TS_OK;
+    const void *enc;
+    size_t n;
+    ts_status st = tz_encode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, chunk, &enc, &n,
+                                       &J->ctx[worker], err);
+    if (st) return ts_fail_context(err, st, "zarr array '%s', shard '%s', inner chunk %lld", arr->path, J->key,
+                                   (long long)lin);
+    if (!(J->enc[lin] = malloc(n ? n : 1)))
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard '%s' of '%s'", J->key, arr->path);
+    memcpy(J->enc[lin], enc, n);
+    J->size[lin] = n;
+    return TS_OK;
+}
+
+/* Runs the items on the calling thread (no tz_parallel given). */
+static ts_status run_serial(void *user, int64_t n, tz_item_fn fn, void *fn_user, ts_error *err) {
+    (void)user;
+    for (int64_t i = 0; i < n; i++) {
+        ts_status st = fn(fn_user, i, 0, err);
+        if (st) return st;
+    }
+    return TS_OK;
+}
+
+ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key, const tz_parallel *par,
+                          void **out, size_t *out_size, bool *empty, ts_error *err) {
+    static const tz_parallel serial = {1, run_serial, NULL};
+    if (!par || par->nworkers < 1) par = &serial;
+    const tz_array_meta *m = &arr->meta;
+    const int nd = m->ndim;
+    const size_t n_inner = (size_t)arr->inner_per_shard;
+    const size_t base = m->sharding.index_at_start ? arr->index_bytes : 0;
+    const size_t nw = (size_t)par->nworkers;
+    shard_job J = {arr, shard, key, tz_prod(nd, m->sharding.inner_chunk), calloc(nw, sizeof *J.chunk),
+                   calloc(nw, sizeof *J.ctx), calloc(n_inner, sizeof *J.enc), calloc(n_inner, sizeof *J.size)};
     uint64_t *index = malloc(n_inner * 16);
-    unsigned char *chunk = malloc(inner_elems * arr->esize + 1);
-    /* The file grows as chunks are encoded (room for the index at the start
-     * when it goes there); encoded chunks are appended straight from the
-     * codec context's scratch. */
-    size_t cap = base + inner_elems * arr->esize / 2 + arr->index_bytes + 4096, pos = base;
-    unsigned char *file = malloc(cap);
-    tz_codec_ctx ctx = {0};
+    unsigned char *file = NULL;
     ts_status st = TS_OK;
     *empty = true;
-    if (!index || !chunk || !file) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
-    int64_t c[TZ_MAX_DIM] = {0}, zero[TZ_MAX_DIM] = {0};
+    if (!J.chunk || !J.ctx || !J.enc || !J.size || !index) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard '%s' of '%s'", key, arr->path);
+        goto done;
+    }
+    st = par->run(par->user, (int64_t)n_inner, encode_inner, &J, err);
+    if (st) goto done;
+    size_t pos = base;
     for (size_t lin = 0; lin < n_inner; lin++) {
-        int64_t soff[TZ_MAX_DIM];
-        for (int d = 0; d < nd; d++) soff[d] = c[d] * ic[d];
-        tz_copy_box(nd, arr->esize, shard, m->chunk, soff, chunk, ic, zero, ic);
-        if (tz_all_fill(arr, chunk, inner_elems)) {
+        if (!J.enc[lin]) {
             index[2 * lin] = index[2 * lin + 1] = EMPTY;
-        } else {
-            const void *enc;
-            size_t n;
-            st = tz_encode_chunk_ctx(&m->sharding.codecs, m->dtype, m->big_endian, nd, ic, chunk, &enc, &n, &ctx, err);
-            if (st) { ts_fail_context(err, st, "zarr array '%s', shard '%s', inner chunk %zu", arr->path, key, lin); goto done; }
-            if (pos + n + arr->index_bytes > cap) {
-                size_t ncap = cap * 2 > pos + n + arr->index_bytes ? cap * 2 : pos + n + arr->index_bytes;
-                unsigned char *nf = realloc(file, ncap);
-                if (!nf) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard"); goto done; }
-                file = nf;
-                cap = ncap;
-            }
-            memcpy(file + pos, enc, n);
-            index[2 * lin] = pos;
-            index[2 * lin + 1] = n;
-            pos += n;
-            *empty = false;
+            continue;
         }
-        for (int d = nd - 1; d >= 0; d--) {
-            if (++c[d] < arr->chunks_per_shard[d]) break;
-            c[d] = 0;
-        }
+        index[2 * lin] = pos;
+        index[2 * lin + 1] = J.size[lin];
+        pos += J.size[lin];
+        *empty = false;
     }
     if (*empty) goto done;
     int64_t ishape[TZ_MAX_DIM + 1];
@@ -196,20 +234,36 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
     /* The index is little-endian uint64 whatever the host: the index codecs'
      * bytes codec says little, and tz_encode_chunk converts from native. */
     st = tz_encode_chunk_ctx(&m->sharding.index_codecs, TS_UINT64, false, nd + 1, ishape, index, &enc_index, &isize,
-                             &ctx, err);
+                             &J.ctx[0], err);
     if (st) goto done;
     if (isize != arr->index_bytes) {
         st = ts_fail(err, TS_ERR_INTERNAL, "shard index encoded to %zu bytes, expected %zu", isize, arr->index_bytes);
         goto done;
     }
+    /* Index at the start: [index][chunks]; at the end: [chunks][index]. */
+    const size_t total = pos + (m->sharding.index_at_start ? 0 : isize);
+    if (!(file = malloc(total))) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard '%s' of '%s'", key, arr->path);
+        goto done;
+    }
+    for (size_t lin = 0; lin < n_inner; lin++)
+        if (J.enc[lin]) memcpy(file + index[2 * lin], J.enc[lin], J.size[lin]);
     memcpy(file + (m->sharding.index_at_start ? 0 : pos), enc_index, isize);
     *out = file;
-    *out_size = m->sharding.index_at_start ? pos : pos + isize;
+    *out_size = total;
     file = NULL;
 done:
+    if (J.enc)
+        for (size_t lin = 0; lin < n_inner; lin++) free(J.enc[lin]);
+    if (J.chunk)
+        for (size_t w = 0; w < nw; w++) free(J.chunk[w]);
+    if (J.ctx)
+        for (size_t w = 0; w < nw; w++) tz_codec_ctx_free(&J.ctx[w]);
+    free(J.chunk);
+    free(J.ctx);
+    free(J.enc);
+    free(J.size);
     free(index);
-    free(chunk);
     free(file);
-    tz_codec_ctx_free(&ctx);
     return st;
 }

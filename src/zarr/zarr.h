@@ -136,6 +136,22 @@ ts_status tz_array_read(const tz_array *arr, const int64_t *start, const int64_t
 ts_status tz_array_write_block(tz_array *arr, const int64_t *idx, const void *data,
                                ts_error *err);
 
+/* A caller's way to run independent items in parallel: run(user, n, fn,
+ * fn_user, err) calls fn(fn_user, i, worker, err) once for each i in
+ * [0, n), on any threads, worker < nworkers naming the thread (for its
+ * scratch), and returns when all have finished (the first failure). */
+typedef ts_status (*tz_item_fn)(void *fn_user, int64_t i, int worker, ts_error *err);
+typedef struct tz_parallel {
+    int nworkers;
+    ts_status (*run)(void *user, int64_t n, tz_item_fn fn, void *fn_user, ts_error *err);
+    void *user;
+} tz_parallel;
+
+/* tz_array_write_block with the inner chunks of a shard encoded through
+ * par (NULL: on the calling thread). The bytes are the same either way. */
+ts_status tz_array_write_block_parallel(tz_array *arr, const int64_t *idx, const void *data,
+                                        const tz_parallel *par, ts_error *err);
+
 /* The key of a block/chunk relative to the array path ("c/0/1", "0.1", ...). */
 void tz_chunk_key(const tz_array_meta *meta, const int64_t *idx, char *out, size_t n);
 

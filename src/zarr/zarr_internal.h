@@ -91,7 +91,8 @@ bool tz_all_fill(const tz_array *arr, const void *data, size_t n);
 
 /* shard.c */
 ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key,
-                          void **out, size_t *out_size, bool *empty, ts_error *err);
+                          const tz_parallel *par, void **out, size_t *out_size, bool *empty,
+                          ts_error *err);
 /* Reads the part `box_off`/`extent` (shard-relative) of the shard file at
  * file_path into dst (shape dst_shape, at dst_off). Missing file = fill. */
 ts_status tz_shard_read(const tz_array *arr, const char *file_path, const char *key,
