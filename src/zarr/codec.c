@@ -329,9 +329,13 @@ static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *
         /* Flags bits 5-7 name the compressor; Debian's c-blosc lacks snappy. */
         const char *cname = NULL;
         int code = in[2] >> 5;
-        if (blosc_compcode_to_compname(code, &cname) < 0)
+        if (blosc_compcode_to_compname(code, &cname) < 0) {
+            /* A code no blosc ever had (no name) is a damaged header; a
+             * known compressor left out of this build is unsupported. */
+            if (!cname) return ts_fail(err, TS_ERR_CORRUPT, "blosc header names no known compressor (code %d)", code);
             return ts_fail(err, TS_ERR_UNSUPPORTED, "blosc compressor '%s' (code %d) is not available in this c-blosc build",
-                           cname ? cname : "?", code);
+                           cname, code);
+        }
         return ts_fail(err, TS_ERR_CORRUPT, "blosc decompression failed (%d)", r);
     }
     *out = buf;
