@@ -186,12 +186,16 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
      * (at least a quarter of it: the block size was chosen to fit). */
     size_t budget = usable > fixed + usable / 4 ? usable - fixed : usable / 4;
     W->recycle_cap = budget / 4;
+    /* A quarter of it keeps tiles that span two bands decoded (blend.c). */
+    W->kept_cap = budget / 4;
+    budget -= W->kept_cap;
     fuse_stage_fns fns, own_fns;
     fuse_stage_fns_init(W, &fns);
     int64_t b0, b1;
     fuse_rank_bands(W->plan, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &b0, &b1);
     fuse_rank_fns rank_fns;
     fuse_plan own;
+    W->band_end = b1;
     int64_t nunits = fuse_rank_pipeline(W->plan, W->nt * W->L.Z, b0, b1, &fns, &rank_fns, &own, &own_fns);
     char stage[64];
     snprintf(stage, sizeof stage, "fuse %s", W->plate->wells[W->w].path);

@@ -67,6 +67,11 @@ typedef struct fuse_well {
     void *recycled[FUSE_RECYCLE_MAX];
     size_t recycled_size[FUSE_RECYCLE_MAX];
     size_t recycled_bytes, recycle_cap;
+    /* Tile planes decoded once and shared by the strips of the bands a
+     * tile spans (blend.c), at most kept_cap bytes; guarded by recycle_mu. */
+    struct kept_plane *kept;
+    size_t kept_bytes, kept_cap;
+    int64_t band_end;            /* bands [.., band_end) are this process's */
 } fuse_well;
 
 /* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z). */
@@ -74,7 +79,8 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
 
 /* blend.c: pipeline stages. */
 void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);
-/* Unmaps the recycled strip buffers (after the pipeline). */
+/* Unmaps the recycled strip buffers and kept tile planes (after the
+ * pipeline). */
 void fuse_recycle_drain(fuse_well *W);
 ts_status fuse_weights_init(fuse_well *W, ts_error *err);
 void fuse_weights_free(fuse_well *W);
