@@ -38,6 +38,7 @@ typedef struct fuse_strip {
      * the tile is flipped upside down. */
     int64_t origin, plane, row_step;
     size_t bytes;
+    void *owner;     /* the stage's record of a buffer data is a view into (NULL: data is the strip's own) */
 } fuse_strip;
 
 typedef struct fuse_stage_fns {
