@@ -159,6 +159,14 @@ typedef struct ts_solve_options {
     double cost_tolerance;         /* IRLS stop: a step lowered the L1 cost by less than
                                       this fraction of it; default 3e-6, 0 = off */
     double outlier_px;             /* residual reported as outlier, default 5 */
+    /* Optional guess of the tile origins: a shifts file (its float
+     * `positions` where it has them, else total_translation; stage positions
+     * or a previous run). The solve's targets (group anchors, and where a
+     * tile without usable pairs lands) instead of grid x pitch; estimate
+     * also takes each pair's expected offset (where the overlap strips are
+     * cut) from it. Every tile solved must be in it (TS_ERR_FORMAT naming
+     * the first one missing). NULL = none. */
+    const char *guess;
 } ts_solve_options;
 
 void ts_solve_options_init(ts_solve_options *opt);
@@ -180,6 +188,11 @@ typedef struct ts_estimate_options {
     ts_progress_fn progress;  /* optional */
     void *progress_user;
     const ts_dist *dist;      /* NULL = one process; else edges split over ranks */
+    /* A pair's shift is at most this many px from its expected offset (the
+     * nominal one, or solve.guess's): farther correlation peaks are not
+     * considered, and the expected offset itself is checked. 0 = default:
+     * no limit, or half the smaller overlap with a guess; < 0: no limit. */
+    double max_shift;
 } ts_estimate_options;
 
 void ts_estimate_options_init(ts_estimate_options *opt);

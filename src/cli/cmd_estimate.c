@@ -20,6 +20,16 @@ static const char *ESTIMATE_USAGE =
     "  --z Z                  z plane registered, default 0\n"
     "  --clahe                contrast-limited adaptive histogram equalisation\n"
     "                         before correlating (uneven illumination)\n"
+    "  --guess FILE           expected tile origins, a shifts file (stage positions,\n"
+    "                         an earlier run; float positions if it has them, else\n"
+    "                         total_translation): each pair's overlap strips are cut\n"
+    "                         where it puts them, and tiles without usable pairs (or\n"
+    "                         groups of them) are placed by it, instead of the grid\n"
+    "                         x pitch; it must place every tile (else an error)\n"
+    "  --max-shift PX         a pair's shift is at most PX from its expected offset\n"
+    "                         (nominal or guessed); the expected offset itself is\n"
+    "                         checked. Default: no limit, with --guess half the\n"
+    "                         overlap; -1: no limit\n"
     "solve:\n"
     "  --solver l1|l2         robust L1 (IRLS, default) or least squares\n"
     "  --edge-weights MODE    none (default), linear, squared or threshold:CUT:\n"
@@ -66,6 +76,13 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
     } else if (!strcmp(a, "--z")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 1 << 30, &o->z)) return -1;
+    } else if (!strcmp(a, "--max-shift")) {
+        VALUE();
+        if (!cli_double(cmd, a, v, &o->max_shift)) return -1;
+        if (!(o->max_shift >= 0) && o->max_shift != -1) {
+            cli_usage_error(cmd, "--max-shift: '%s' is not a distance in px (>= 0, or -1 for no limit)", v);
+            return -1;
+        }
     } else if (!strcmp(a, "--clahe")) {
         o->clahe = true;
     } else if (!strcmp(a, "--names-yx")) {

@@ -24,6 +24,10 @@ static const char *SOLVE_USAGE =
     "  --cost-tolerance R     IRLS also stops when an iteration lowers the L1 cost\n"
     "                         by less than R of it, default 3e-6 (0 = off)\n"
     "  --outlier-px PX        pairs with a larger residual are outliers, default 5\n"
+    "  --guess FILE           expected tile origins (a shifts file: stage positions\n"
+    "                         or an earlier run): each group of connected tiles is\n"
+    "                         anchored to it and a tile without pairs lands on it,\n"
+    "                         instead of grid x pitch; it must place every tile\n"
     "  --tile HxW             tile shape, for files without tile_shape (used as\n"
     "                         the pitch of an axis without pairs, and written out)\n"
     "  --threads N            wells solved at once, default all cores (each\n"
@@ -68,6 +72,9 @@ int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_op
             cli_usage_error(cmd, "--cost-tolerance: must be >= 0");
             return -1;
         }
+    } else if (!strcmp(a, "--guess")) {
+        if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+        o->guess = v;
     } else if (!strcmp(a, "--outlier-px")) {
         if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->outlier_px)) return -1;
         if (!(o->outlier_px > 0)) {

@@ -59,6 +59,9 @@ typedef struct est_ctx {
     pthread_mutex_t mu;   /* error and progress */
     ts_error err;
     bool failed;
+    /* --guess: the file, and the guessed origin per tile (tile id order). */
+    ts_shifts *guess;
+    double (*guess_origin)[2];
 } est_ctx;
 
 /* ------------------------------------------------------------ tile loading */
@@ -181,6 +184,21 @@ static void set_error(est_ctx *c, const ts_error *e) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* With a guess: the pair's strips where the guess puts its overlap. False
+ * (the pair left unmatched, at the guessed offset) when the guess leaves
+ * them no overlap to correlate. */
+static bool guessed_geometry(est_ctx *c, edge *e, ts_strip_geometry *g) {
+    const double *oa = c->guess_origin[c->tile_base[e->well] + e->a];
+    const double *ob = c->guess_origin[c->tile_base[e->well] + e->b];
+    double ey = ob[0] - oa[0], ex = ob[1] - oa[1];
+    if (ts_strip_geometry_at(&c->geom[e->dir], (int)c->h, (int)c->w, ey, ex, g)) return true;
+    memset(&e->res, 0, sizeof e->res);
+    e->res.dy = ey, e->res.dx = ex;
+    e->res.matched = false;
+    atomic_fetch_add(&c->done, 1);
+    return false;
+}
+
 static int register_edge(void *user, int64_t i, int worker) {
     est_ctx *c = user;
     edge *e = &c->edges[c->first + i];
@@ -188,6 +206,11 @@ static int register_edge(void *user, int64_t i, int worker) {
     ts_error_clear(&err);
     ts_registrar **slot = &c->workers[worker * 2 + e->dir];
     const ts_strip_geometry *g = &c->geom[e->dir];
+    ts_strip_geometry guessed;
+    if (c->guess_origin) {
+        if (!guessed_geometry(c, e, &guessed)) return 0;
+        g = &guessed;
+    }
     if (!*slot && ts_registrar_create(g->sh, g->sw, &c->reg, slot, &err) != TS_OK) {
         set_error(c, &err);
         return 1;
@@ -328,6 +351,8 @@ static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
     if (opt->overlap_x <= 0 || opt->overlap_y <= 0)
         return ts_fail(err, TS_ERR_ARG, "estimate: overlap must be positive (x %d, y %d px)",
                        opt->overlap_x, opt->overlap_y);
+    if (!isfinite(opt->max_shift))
+        return ts_fail(err, TS_ERR_ARG, "estimate: max_shift %g px is not finite", opt->max_shift);
     if (opt->channel < 0 || opt->timepoint < 0 || opt->z < 0)
         return ts_fail(err, TS_ERR_ARG, "estimate: channel/timepoint/z must be >= 0");
     return TS_OK;
@@ -364,6 +389,9 @@ static ts_status estimate_local(est_ctx *c, ts_shifts **sp, ts_pool **poolp, ts_
         c->tile_base[w] = c->ntiles;
         c->ntiles += c->plate->wells[w].npositions;
     }
+    if (opt->solve.guess && (st = ts_estimate_read_guess(opt->solve.guess, c->plate, c->tile_base, c->ntiles,
+                                                         &c->guess, &c->guess_origin, err)) != TS_OK)
+        return st;
 
     ts_pool *pool = *poolp = ts_pool_create(opt->threads);
     if (!pool) return ts_fail(err, TS_ERR_NOMEM, "could not start threads");
@@ -449,7 +477,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
         if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0)
             return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
     }
-    if ((st = ts_estimate_place(s, (int)c->h, (int)c->w, opt, result, err)) != TS_OK) return st;
+    if ((st = ts_estimate_place(s, (int)c->h, (int)c->w, c->guess, opt, result, err)) != TS_OK) return st;
     if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
 
     result->wells = c->plate->nwells;
@@ -492,6 +520,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     pthread_mutex_init(&c.mu, NULL);
     ts_register_options_init(&c.reg);
     c.reg.clahe = opt->clahe;
+    c.reg.max_shift = ts_estimate_max_shift(opt);
     ts_shifts *s = NULL;
     ts_pool *pool = NULL;
 
@@ -510,6 +539,8 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_tile_cache_destroy(c.cache);
     free(c.edges);
     free(c.tile_base);
+    free(c.guess_origin);
+    ts_shifts_free(c.guess);
     ts_shifts_free(s);
     ts_plate_close(c.plate);
     pthread_mutex_destroy(&c.mu);

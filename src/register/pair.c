@@ -66,6 +66,35 @@ ts_status ts_strip_geometry_for(ts_pair_dir dir, int h, int w, int overlap,
     return TS_OK;
 }
 
+/* Places strips of length len along one axis of tiles of size n whose
+ * origins are expected e apart (b - a): both over the middle of the
+ * expected overlap, each clipped to its tile. Writes the strip starts and
+ * returns the expected overlap (<= 0: none). For the nominal offset this is
+ * ts_strip_geometry_for's placement: flush with the shared edge along the
+ * pair, centred across it. */
+static double place_axis(int len, int n, double e, int *a0, int *b0) {
+    double lo = e > 0 ? e : 0, hi = e < 0 ? n + e : n;
+    double mid = 0.5 * (lo + hi);
+    double fa = floor(mid - 0.5 * len), fb = floor(mid - e - 0.5 * len);
+    *a0 = fa < 0 ? 0 : fa > n - len ? n - len : (int)fa;
+    *b0 = fb < 0 ? 0 : fb > n - len ? n - len : (int)fb;
+    return hi - lo;
+}
+
+bool ts_strip_geometry_at(const ts_strip_geometry *base, int h, int w, double ey, double ex,
+                          ts_strip_geometry *g) {
+    *g = *base;
+    if (!(fabs(ey) < h && fabs(ex) < w)) return false;
+    double ov_y = place_axis(g->sh, h, ey, &g->a_y0, &g->b_y0);
+    double ov_x = place_axis(g->sw, w, ex, &g->a_x0, &g->b_x0);
+    g->off_dy = g->a_y0 - g->b_y0;
+    g->off_dx = g->a_x0 - g->b_x0;
+    g->prior_dy = ey - g->off_dy;
+    g->prior_dx = ex - g->off_dx;
+    /* Too thin an overlap to correlate (as ts_strip_geometry_for's minimum). */
+    return ov_y >= 4 && ov_x >= 4;
+}
+
 ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a,
                            const float *b, int w, ts_register_result *res, ts_error *err) {
     if (ts_registrar_height(r) != g->sh || ts_registrar_width(r) != g->sw)

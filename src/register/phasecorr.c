@@ -16,7 +16,7 @@
 static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define MAX_CANDIDATES 32
-#define MAX_ALL (4 * MAX_CANDIDATES + 2 * (MAX_CANDIDATES + 1))
+#define MAX_ALL (4 * MAX_CANDIDATES + 2 * (MAX_CANDIDATES + 1) + 1)
 
 struct ts_registrar {
     int h, w, wc; /* wc = w / 2 + 1 complex columns */
@@ -458,6 +458,12 @@ static void climb_ncc(const ts_registrar *r, candidate *c, double min_area) {
     }
 }
 
+/* Within opt.max_shift of the expected shift (always, without a limit); a
+ * pixel of slack for the sub-pixel part. */
+static bool near_prior(const ts_registrar *r, int sy, int sx, double prior_dy, double prior_dx) {
+    return !(r->opt.max_shift > 0) || hypot(sy - prior_dy, sx - prior_dx) <= r->opt.max_shift + 1.0;
+}
+
 /* Inside the ellipse of the autocorrelation's main lobe. */
 static bool inside_lobe(int ty, int tx, double lobe_y, double lobe_x) {
     double y = ty / lobe_y, x = tx / lobe_x;
@@ -559,13 +565,24 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
             for (int ix = 0; ix < (peaks[p].x ? 2 : 1); ix++) {
                 int sy = ys[iy], sx = xs[ix];
                 double area = (double)(h - abs(sy)) * (double)(w - abs(sx));
-                if (area < min_area) continue;
+                if (area < min_area || !near_prior(r, sy, sx, prior_dy, prior_dx)) continue;
                 cands[ncands++] = (candidate){sy, sx, p, 0, 0, overlap_ncc(r->ha, r->hb, h, w, sy, sx)};
             }
+    }
+    /* With a limit, the expected shift is trusted enough to be checked
+     * itself: a thin overlap at the strips' edges, faded by the window, may
+     * give no correlation peak there. */
+    if (r->opt.max_shift > 0) {
+        int sy = (int)lround(prior_dy), sx = (int)lround(prior_dx);
+        bool seen = false;
+        for (int i = 0; i < ncands && !seen; i++) seen = cands[i].sy == sy && cands[i].sx == sx;
+        if (!seen && abs(sy) < h && abs(sx) < w && (double)(h - abs(sy)) * (double)(w - abs(sx)) >= min_area)
+            cands[ncands++] = (candidate){sy, sx, -1, 0, 0, overlap_ncc(r->ha, r->hb, h, w, sy, sx)};
     }
     if (ncands == 0) return TS_OK; /* no plausible shift: prior, confidence 0 */
     /* Sub-pixel offsets now, while the correlation surface is at hand. */
     for (int i = 0; i < ncands; i++) {
+        if (cands[i].peak < 0) continue;
         const peak *pk = &peaks[cands[i].peak];
         cands[i].fy = subpixel(surf_at(r, pk->y - 1, pk->x), pk->value, surf_at(r, pk->y + 1, pk->x));
         cands[i].fx = subpixel(surf_at(r, pk->y, pk->x - 1), pk->value, surf_at(r, pk->y, pk->x + 1));
@@ -594,6 +611,7 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
             int sy = cands[first].sy + sign * ty, sx = cands[first].sx + sign * tx;
             if (abs(sy) >= h || abs(sx) >= w) continue;
             if ((double)(h - abs(sy)) * (double)(w - abs(sx)) < min_area) continue;
+            if (!near_prior(r, sy, sx, prior_dy, prior_dx)) continue;
             bool seen = false;
             for (int i = 0; i < ncands && !seen; i++) seen = cands[i].sy == sy && cands[i].sx == sx;
             if (!seen && ncands < MAX_ALL)

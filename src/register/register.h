@@ -52,6 +52,10 @@ typedef struct ts_register_options {
                                default 0.25 (true matches of real and synthetic tiles
                                score > 0.5, blank or noise-only overlaps < 0.15) */
     double strip_margin;    /* strip depth = overlap * margin, clipped to the tile; default 1.25 */
+    double max_shift;       /* > 0: the shift is at most this far (px) from the expected
+                               (prior) one: farther candidates are not considered, and
+                               the expected shift itself is checked by NCC. 0 = no
+                               limit (default) */
 } ts_register_options;
 
 void ts_register_options_init(ts_register_options *opt);
@@ -107,6 +111,15 @@ typedef struct ts_strip_geometry {
 ts_status ts_strip_geometry_for(ts_pair_dir dir, int h, int w, int overlap,
                                 const ts_register_options *opt, ts_strip_geometry *g,
                                 ts_error *err);
+
+/* The geometry of a pair expected at origin offset (ey, ex) (b - a, e.g.
+ * from a guess of the tile origins) instead of the nominal one: base's strip
+ * shape (so its registrar serves), each strip over the expected overlap,
+ * clipped to its tile; prior = the strip shift that offset implies. Returns
+ * false when the offset leaves less than 4 px of overlap along an axis (g is
+ * then filled but not worth registering). */
+bool ts_strip_geometry_at(const ts_strip_geometry *base, int h, int w, double ey, double ex,
+                          ts_strip_geometry *g);
 
 /* Registers oriented tiles a and b (both h x w, row-major) as a pair along
  * dir using registrar r, whose shape must be the geometry's strip shape.

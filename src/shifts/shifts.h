@@ -100,6 +100,14 @@ bool ts_shifts_ensure_positions(ts_shifts *s, int w);
 bool ts_position_grid(const char *name, bool names_yx, int *gx, int *gy);
 
 ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err);
+
+/* A shifts file used as a guess (ts_solve_options.guess): the expected
+ * origin [y, x] of tile `tile` of well `well`, its float position if the
+ * file has one, else its total_translation. TS_ERR_FORMAT naming the tile and
+ * the file (path) when the guess does not place it; TS_ERR_NUMERIC when
+ * the origin is absurd. */
+ts_status ts_shifts_guess_origin(const ts_shifts *guess, const char *path, const char *well, const char *tile,
+                                 double yx[2], ts_error *err);
 /* Writes atomically (temporary name, then rename). */
 ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err);
 

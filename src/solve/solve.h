@@ -79,6 +79,13 @@ void ts_solve_pitch_from_pairs(const ts_well_shifts *w, bool names_yx, double *p
 ts_status ts_solve_well(ts_shifts *s, int well, double pitch_y, double pitch_x,
                         const ts_solve_options *opt, ts_solve_result *stats, ts_error *err);
 
+/* ts_solve_well with the guess already read (opt->guess, if set, only names
+ * it in messages): targets are the guessed origins (ts_shifts_guess_origin;
+ * TS_ERR_FORMAT naming the first tile it lacks). guess NULL: grid x pitch.
+ * ts_solve_well reads opt->guess itself; ts_solve_wells reads it once. */
+ts_status ts_solve_well_guess(ts_shifts *s, int well, double pitch_y, double pitch_x, const ts_shifts *guess,
+                              const ts_solve_options *opt, ts_solve_result *stats, ts_error *err);
+
 /* Totals of ts_solve_wells / ts_solve_file_ex, for the CLI's --json. */
 typedef struct ts_solve_summary {
     int wells, tiles, pairs, outliers, isolated, components;

@@ -49,8 +49,29 @@ void ts_solve_pitch_from_pairs(const ts_well_shifts *w, bool names_yx, double *p
     free(vx);
 }
 
+/* The guessed origin of every tile of well w into target (n x [y, x]). */
+static ts_status guess_targets(const ts_shifts *guess, const char *path, const ts_well_shifts *w,
+                               double (*target)[2], ts_error *err) {
+    for (int i = 0; i < w->ntiles; i++) {
+        ts_status st = ts_shifts_guess_origin(guess, path, w->well, w->tiles[i], target[i], err);
+        if (st) return st;
+    }
+    return TS_OK;
+}
+
 ts_status ts_solve_well(ts_shifts *s, int wi, double pitch_y, double pitch_x, const ts_solve_options *opt,
                         ts_solve_result *stats, ts_error *err) {
+    if (!opt->guess) return ts_solve_well_guess(s, wi, pitch_y, pitch_x, NULL, opt, stats, err);
+    ts_shifts *guess = NULL;
+    ts_status st = ts_shifts_read(opt->guess, &guess, err);
+    if (st) return ts_fail_context(err, st, "reading the guess");
+    st = ts_solve_well_guess(s, wi, pitch_y, pitch_x, guess, opt, stats, err);
+    ts_shifts_free(guess);
+    return st;
+}
+
+ts_status ts_solve_well_guess(ts_shifts *s, int wi, double pitch_y, double pitch_x, const ts_shifts *guess,
+                              const ts_solve_options *opt, ts_solve_result *stats, ts_error *err) {
     if (wi < 0 || wi >= s->nwells) return ts_fail(err, TS_ERR_ARG, "solve: no well %d", wi);
     ts_well_shifts *w = &s->wells[wi];
     double py = 0, px = 0;
@@ -78,11 +99,23 @@ ts_status ts_solve_well(ts_shifts *s, int wi, double pitch_y, double pitch_x, co
     }
     ts_solve_problem prob = {.ntiles = n, .gx = gx, .gy = gy, .pitch_y = py, .pitch_x = px,
                              .npairs = w->npairs, .pairs = w->pairs};
+    /* With a guess, its origins are the targets (the grid is not used). */
+    double(*target)[2] = NULL;
+    ts_status st = TS_OK;
+    if (guess) {
+        target = malloc((size_t)(n ? n : 1) * sizeof *target);
+        if (!target) st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
+        else st = guess_targets(guess, opt->guess ? opt->guess : "(in memory)", w, target, err);
+        prob.initial = (const double(*)[2])target;
+    }
+    const bool guess_failed = st != TS_OK; /* its message names the well and tile */
     ts_solve_result res;
-    ts_status st = ts_solve_positions(&prob, opt, &res, err);
+    if (st == TS_OK) st = ts_solve_positions(&prob, opt, &res, err);
     free(gx);
     free(gy);
-    if (st == TS_ERR_ARG && err && !s->has_tile_shape && (!(py > 0) || !(px > 0))) {
+    free(target);
+    if (guess_failed) return st;
+    if (st == TS_ERR_ARG && err && !guess && !s->has_tile_shape && (!(py > 0) || !(px > 0))) {
         char msg[sizeof err->message];
         snprintf(msg, sizeof msg, "%s", err->message);
         return ts_fail(err, TS_ERR_ARG, "well %s: %s; no tile_shape to fall back on (give the tile shape, e.g. "
@@ -124,6 +157,7 @@ static double now_s(void) {
 
 typedef struct wells_job {
     ts_shifts *s;
+    const ts_shifts *guess;
     double pitch_y, pitch_x;
     const ts_solve_options *opt;
     ts_solve_result *res;
@@ -134,7 +168,8 @@ typedef struct wells_job {
 static int solve_one_well(void *user, int64_t i, int worker) {
     (void)worker;
     wells_job *j = user;
-    j->status[i] = ts_solve_well(j->s, (int)i, j->pitch_y, j->pitch_x, j->opt, &j->res[i], &j->errs[i]);
+    j->status[i] = ts_solve_well_guess(j->s, (int)i, j->pitch_y, j->pitch_x, j->guess, j->opt, &j->res[i],
+                                       &j->errs[i]);
     return j->status[i] != TS_OK;
 }
 
@@ -149,10 +184,16 @@ ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_
     if (threads > nw) threads = nw > 0 ? nw : 1;
     ts_pool *pool = j.res && j.errs && j.status ? ts_pool_create(threads) : NULL;
     ts_status st = TS_OK;
+    ts_shifts *guess = NULL;
     if (!pool) {
         st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
         goto done;
     }
+    if (opt->guess && (st = ts_shifts_read(opt->guess, &guess, err)) != TS_OK) {
+        ts_fail_context(err, st, "reading the guess");
+        goto done;
+    }
+    j.guess = guess;
     double t0 = now_s();
     /* Wells not reached after a failure keep status TS_OK and are ignored. */
     ts_pool_for(pool, nw, solve_one_well, &j);
@@ -179,6 +220,7 @@ ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_
         *summary = sum;
     }
 done:
+    ts_shifts_free(guess);
     ts_pool_destroy(pool);
     free(j.res);
     free(j.errs);
