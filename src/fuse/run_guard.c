@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -21,6 +22,13 @@ static void append(ts_error *err, const char *text) {
     snprintf(err->message + n, sizeof err->message - n, "%s", text);
 }
 
+/* Whether anything is at path, a dangling symlink included: something the
+ * user had there is never taken for something this run created. */
+static bool present(const char *path) {
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
 /* The outermost directory of path that does not exist yet (the run's
  * mkdir -p creates it and everything below), into top. */
 static void first_missing(const char *path, char *top, size_t n) {
@@ -35,7 +43,7 @@ static void first_missing(const char *path, char *top, size_t n) {
         }
         if (!slash || slash == parent) return;
         *slash = '\0';
-        if (ts_path_exists(parent)) return;
+        if (present(parent)) return;
         snprintf(top, n, "%s", parent);
     }
 }
@@ -45,7 +53,7 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
     memset(g, 0, sizeof *g);
     g->output = opt->output;
     g->t_out = opt->t_out;
-    g->store_existed = ts_path_exists(opt->output);
+    g->store_existed = present(opt->output);
     if (!g->store_existed) first_missing(opt->output, g->created_top, sizeof g->created_top);
     g->wells = calloc((size_t)nwells + 1, sizeof *g->wells);
     if (!g->wells) return ts_fail(err, TS_ERR_NOMEM, "fuse: wells");
@@ -58,9 +66,9 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
         snprintf(w->row, sizeof w->row, "%s/%.*s", opt->output, rowlen, wells[i]);
         snprintf(w->well, sizeof w->well, "%s/%s", opt->output, wells[i]);
         snprintf(w->image, sizeof w->image, "%s/%s/0", opt->output, wells[i]);
-        w->row_existed = ts_path_exists(w->row);
-        w->well_existed = ts_path_exists(w->well);
-        w->image_existed = ts_path_exists(w->image);
+        w->row_existed = present(w->row);
+        w->well_existed = present(w->well);
+        w->image_existed = present(w->image);
         /* The group metadata files are rewritten in place; a new image is
          * built from scratch (its old tree removed), but --t-out keeps the
          * image and rewrites blocks anywhere in its arrays. */
@@ -89,7 +97,7 @@ static void remove_or_say(const char *path, ts_error *err) {
 ts_status fuse_guard_fail(fuse_guard *g, ts_status st, ts_error *err) {
     if (!g->store_existed) {
         /* Nothing here was the user's before the run. */
-        if (ts_path_exists(g->created_top)) remove_or_say(g->created_top, err);
+        if (present(g->created_top)) remove_or_say(g->created_top, err);
         return st;
     }
     for (int i = 0; i < g->nstarted; i++) {

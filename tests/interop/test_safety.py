@@ -145,6 +145,14 @@ for target in [os.path.join(blocker, "out.zarr")] + (
           f"unwritable {target}: want one line naming the path, got {p.stderr!r}")
     check(not os.path.exists(target), f"unwritable {target}: something was created")
 
+# A dangling symlink in the output path is the user's: a failed run that
+# could not create the store through it leaves it in place.
+link = path("dangling")
+os.symlink(path("nowhere", "x"), link)
+p = fuse(SMALL, os.path.join(link, "out.zarr"), ok=False)
+check(p.returncode == 1 and one_line(p.stderr), f"dangling symlink: exit {p.returncode}, {p.stderr!r}")
+check(os.path.islink(link), "dangling symlink: the failed run removed the user's symlink")
+
 # ------------------------------------------------------ kill -9, then re-run
 # 10 x 10 tiles of 256 px, gzip, one thread: about 1-2 s of writing.
 BIG = path("big.zarr")
