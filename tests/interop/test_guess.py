@@ -6,7 +6,8 @@ PyYAML, in the old tools' total_translation-only form); every check compares
 against the truth file or the guess, not against tessera's own numbers:
 
 - without a guess, estimate gets pairs and tiles wrong by pixels;
-- with the guess, every tile is within 0.5 px of the truth;
+- with the guess, every tile is within 0.5 px of the truth, and again with
+  that run's output (float positions) as the guess;
 - a guess equal to the nominal grid, with --max-shift -1, changes nothing;
 - a blank tile (no usable pair) lands on its guessed position (estimate and
   solve), on the grid without the guess;
@@ -98,6 +99,11 @@ check(err[worst] <= 0.5, f"with the guess, tile {worst} is {err[worst]:.3f} px f
 bad = [p for p in pair_errors(guessed, truth) if p[2] > 1 and not p[3]]
 check(not bad, f"with the guess, pairs off by > 1 px and not flagged as outliers: {bad[:3]}")
 print(f"guess: worst tile {err[worst]:.3f} px, median {np.median(list(err.values())):.3f} px")
+
+# A previous run as the guess (its float positions are used).
+estimate(plate, path("again.yaml"), "--guess", path("guessed.yaml"))
+err, _ = tile_errors(load(path("again.yaml"))["positions"], truth)
+check(max(err.values()) <= 0.5, f"a previous run as the guess: a tile is {max(err.values()):.3f} px off")
 
 # The total_translation is the rounded positions (what fuse uses).
 for n, (y, x) in guessed["total_translation"].items():
