@@ -185,18 +185,12 @@ static void set_error(est_ctx *c, const ts_error *e) {
 }
 
 /* With a guess: the pair's strips where the guess puts its overlap. False
- * (the pair left unmatched, at the guessed offset) when the guess leaves
- * them no overlap to correlate. */
-static bool guessed_geometry(est_ctx *c, edge *e, ts_strip_geometry *g) {
+ * when the guess leaves them no overlap to correlate (the pair is then not
+ * registered, and its tiles are not read for it). */
+static bool guessed_geometry(const est_ctx *c, const edge *e, ts_strip_geometry *g) {
     const double *oa = c->guess_origin[c->tile_base[e->well] + e->a];
     const double *ob = c->guess_origin[c->tile_base[e->well] + e->b];
-    double ey = ob[0] - oa[0], ex = ob[1] - oa[1];
-    if (ts_strip_geometry_at(&c->geom[e->dir], (int)c->h, (int)c->w, ey, ex, g)) return true;
-    memset(&e->res, 0, sizeof e->res);
-    e->res.dy = ey, e->res.dx = ex;
-    e->res.matched = false;
-    atomic_fetch_add(&c->done, 1);
-    return false;
+    return ts_strip_geometry_at(&c->geom[e->dir], (int)c->h, (int)c->w, ob[0] - oa[0], ob[1] - oa[1], g);
 }
 
 static int register_edge(void *user, int64_t i, int worker) {
@@ -208,7 +202,12 @@ static int register_edge(void *user, int64_t i, int worker) {
     const ts_strip_geometry *g = &c->geom[e->dir];
     ts_strip_geometry guessed;
     if (c->guess_origin) {
-        if (!guessed_geometry(c, e, &guessed)) return 0;
+        if (!guessed_geometry(c, e, &guessed)) { /* unmatched, at the guessed offset */
+            memset(&e->res, 0, sizeof e->res);
+            e->res.dy = guessed.off_dy + guessed.prior_dy;
+            e->res.dx = guessed.off_dx + guessed.prior_dx;
+            return 0;
+        }
         g = &guessed;
     }
     if (!*slot && ts_registrar_create(g->sh, g->sw, &c->reg, slot, &err) != TS_OK) {
@@ -418,6 +417,8 @@ static ts_status estimate_local(est_ctx *c, ts_shifts **sp, ts_pool **poolp, ts_
     int *uses = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *uses);
     if (!uses) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     for (int64_t i = c->first; i < c->first + c->nlocal; i++) {
+        ts_strip_geometry unused;
+        if (c->guess_origin && !guessed_geometry(c, &c->edges[i], &unused)) continue;
         uses[c->tile_base[c->edges[i].well] + c->edges[i].a]++;
         uses[c->tile_base[c->edges[i].well] + c->edges[i].b]++;
     }

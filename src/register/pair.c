@@ -84,14 +84,14 @@ static double place_axis(int len, int n, double e, int *a0, int *b0) {
 bool ts_strip_geometry_at(const ts_strip_geometry *base, int h, int w, double ey, double ex,
                           ts_strip_geometry *g) {
     *g = *base;
-    if (!(fabs(ey) < h && fabs(ex) < w)) return false;
     double ov_y = place_axis(g->sh, h, ey, &g->a_y0, &g->b_y0);
     double ov_x = place_axis(g->sw, w, ex, &g->a_x0, &g->b_x0);
     g->off_dy = g->a_y0 - g->b_y0;
     g->off_dx = g->a_x0 - g->b_x0;
     g->prior_dy = ey - g->off_dy;
     g->prior_dx = ex - g->off_dx;
-    /* Too thin an overlap to correlate (as ts_strip_geometry_for's minimum). */
+    /* Too thin an overlap to correlate (as ts_strip_geometry_for's
+     * minimum), or none at all. */
     return ov_y >= 4 && ov_x >= 4;
 }
 

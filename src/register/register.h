@@ -117,7 +117,7 @@ ts_status ts_strip_geometry_for(ts_pair_dir dir, int h, int w, int overlap,
  * shape (so its registrar serves), each strip over the expected overlap,
  * clipped to its tile; prior = the strip shift that offset implies. Returns
  * false when the offset leaves less than 4 px of overlap along an axis (g is
- * then filled but not worth registering). */
+ * then filled, off + prior = the offset, but not worth registering). */
 bool ts_strip_geometry_at(const ts_strip_geometry *base, int h, int w, double ey, double ex,
                           ts_strip_geometry *g);
 

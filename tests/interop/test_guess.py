@@ -9,11 +9,14 @@ against the truth file or the guess, not against tessera's own numbers:
 - with the guess, every tile is within 0.5 px of the truth, and again with
   that run's output (float positions) as the guess;
 - a guess equal to the nominal grid, with --max-shift -1, changes nothing;
+- a tile the guess puts away from its neighbours is not registered and
+  lands on its guess;
 - a blank tile (no usable pair) lands on its guessed position (estimate and
   solve), on the grid without the guess;
 - a guess missing a tile is exit 1 and one line naming the tile and file;
 - stitch --guess writes the shifts of estimate --guess.
 """
+import json
 import os
 import sys
 import tempfile
@@ -104,6 +107,28 @@ print(f"guess: worst tile {err[worst]:.3f} px, median {np.median(list(err.values
 estimate(plate, path("again.yaml"), "--guess", path("guessed.yaml"))
 err, _ = tile_errors(load(path("again.yaml"))["positions"], truth)
 check(max(err.values()) <= 0.5, f"a previous run as the guess: a tile is {max(err.values()):.3f} px off")
+
+# A guess that puts a tile where it overlaps no neighbour: its pairs are not
+# registered (unmatched) and it lands on that guess; the rest is unchanged.
+moved = dict(load(guess)["total_translation"])
+corner = "A/1/000000"
+moved[corner] = [moved[corner][0], moved[corner][1] - 400]
+far = path("far.guess.yaml")
+with open(far, "w") as f:
+    yaml.safe_dump({"total_translation": moved}, f)
+p = estimate(plate, path("far.yaml"), "--guess", far, "--json")
+summary = json.loads(p.stdout)
+fr = load(path("far.yaml"))
+check(summary["isolated_tiles"] == 1, f"a tile guessed away: {summary['isolated_tiles']} isolated tiles, want 1")
+check(all(corner not in pr[:2] for pr in fr["pairs"]["A/1"]), f"{corner}: a pair was registered against the guess")
+others = [pr[:2] for pr in guessed["pairs"]["A/1"] if corner not in pr[:2]]
+check([pr[:2] for pr in fr["pairs"]["A/1"]] == others, "a tile guessed away changed which other pairs matched")
+rest = {n: v for n, v in truth.items() if n != corner}
+err, off = tile_errors({n: fr["positions"][n] for n in rest}, rest)
+check(max(err.values()) <= 0.5, f"tile guessed away: another tile is {max(err.values()):.3f} px off")
+got = np.subtract(fr["positions"][corner], fr["positions"]["A/1/001000"])
+want = np.subtract(moved[corner], moved["A/1/001000"])
+check(np.hypot(*(got - want)) <= 1.0, f"{corner} is not at its guess relative to its neighbour: {got} vs {want}")
 
 # The total_translation is the rounded positions (what fuse uses).
 for n, (y, x) in guessed["total_translation"].items():
