@@ -238,6 +238,7 @@ typedef struct ts_fuse_options {
     int levels;             /* extra pyramid levels, default 0 */
     ts_tcz_policy tcz;      /* default min */
     int t_out;              /* -1 = write all T from 0; else that T index */
+    int t_in;               /* with t_out: the input timepoint written, default 0 */
     ts_orientation orientation;
     bool orientation_given; /* false: use the shifts file's orientation */
     const char *wells;      /* NULL = all */

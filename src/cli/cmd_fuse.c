@@ -23,6 +23,7 @@ static const char *FUSE_USAGE =
     "  --levels N             extra pyramid levels (2x mean each), default 0\n"
     "  --t-out T              write this run's timepoint into T index T of OUT\n"
     "                         (created with T+1 timepoints when new)\n"
+    "  --t-in T               with --t-out: the input timepoint written, default 0\n"
     "blending:\n"
     "  --blend edt|average    weights: distance to the tile border ^ exponent\n"
     "                         (default edt), or 1\n"
@@ -86,6 +87,9 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
     } else if (!strcmp(a, "--t-out")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 1000000, &o->t_out)) return -1;
+    } else if (!strcmp(a, "--t-in")) {
+        VALUE();
+        if (!cli_int(cmd, a, v, 0, 1000000, &o->t_in)) return -1;
     } else if (!strcmp(a, "--memory")) {
         VALUE();
         if (!cli_size(cmd, a, v, &o->memory)) return -1;

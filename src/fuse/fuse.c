@@ -57,6 +57,9 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
     if (o->levels < 0 || o->levels >= FUSE_MAX_LEVELS)
         return ts_fail(err, TS_ERR_ARG, "fuse: levels %d not in [0, %d]", o->levels, FUSE_MAX_LEVELS - 1);
     if (o->t_out < -1) return ts_fail(err, TS_ERR_ARG, "fuse: t_out %d is negative", o->t_out);
+    if (o->t_in < 0) return ts_fail(err, TS_ERR_ARG, "fuse: t_in %d is negative", o->t_in);
+    if (o->t_in > 0 && o->t_out < 0)
+        return ts_fail(err, TS_ERR_ARG, "fuse: t_in %d is given without t_out (the timepoint to write it to)", o->t_in);
     char ri[4096], ro[4096];
     if (realpath(o->input, ri) && realpath(o->output, ro) && strcmp(ri, ro) == 0)
         return ts_fail(err, TS_ERR_ARG, "fuse: output %s is the input plate", o->output);
@@ -158,6 +161,10 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
         st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
                      "timepoint's canvas of %lldx%lld px", image_path, (long long)W.existing.H,
                      (long long)W.existing.W, (long long)W.canvas_h, (long long)W.canvas_w);
+    if (st == TS_OK && opt->t_out >= 0 && opt->t_in >= W.L.T)
+        st = ts_fail(err, TS_ERR_ARG, "%s: --t-in %d, but its tiles have %lld timepoint%s (--tcz %s)",
+                     image_path, opt->t_in, (long long)W.L.T, W.L.T == 1 ? "" : "s",
+                     opt->tcz == TS_TCZ_MAX ? "max" : "min");
     /* The rest of fuse_output_open's checks, here so that a mismatch in a
      * later well stops the run before an earlier one is written. */
     if (st == TS_OK && W.existing.present &&
@@ -273,7 +280,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, int layout_threads, ts_f
     st = fuse_layout_init(&W.L, &sz, err);
     W.L.C = C, W.L.Z = Z;
     if (opt->t_out >= 0) {
-        W.nt = 1, W.t_in0 = 0, W.t_out0 = opt->t_out;
+        W.nt = 1, W.t_in0 = opt->t_in, W.t_out0 = opt->t_out;
         W.L.T = ex.present ? ex.T : opt->t_out + 1;
     } else {
         W.nt = T, W.t_in0 = 0, W.t_out0 = 0;

@@ -282,6 +282,28 @@ def t_out_into_existing_output():
 
 
 @case
+def t_in_picks_the_input_timepoint():
+    """--t-in T with --t-out: that input timepoint is written (the default is
+    timepoint 0); beyond the tiles' timepoints, or without --t-out, refused."""
+    d = fresh("tin")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2), tcz=(3, 1, 1))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    raws, origins, _ = info["A/1"]
+    _, ref = R.fuse(raws, origins)
+    assert ref.shape[0] == 3 and not np.array_equal(ref[1], ref[2])
+    out = os.path.join(d, "o.zarr")
+    args = [os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--chunk", "16", "--format", "0.4"]
+    run("fuse", *args, "--t-out", 1)
+    run("fuse", *args, "--t-out", 0, "--t-in", 2)
+    got = R.read_output(out, "A/1")
+    assert got.shape[0] == 2, got.shape
+    compare_u16(got[0:1], ref[2:3], "t_in 2 -> t_out 0")
+    compare_u16(got[1:2], ref[0:1], "default t_in 0 -> t_out 1")
+    run("fuse", *args, "--t-out", 0, "--t-in", 3, expect=2)
+    run("fuse", *args, "--t-in", 1, expect=2)
+
+
+@case
 def t_out_mismatch_in_second_well_writes_nothing():
     """--t-out into an output whose second well has another dtype: refused
     before the first well is written (it used to be written, then B/1 failed)."""
