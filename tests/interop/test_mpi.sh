@@ -102,10 +102,19 @@ for fmt in 0.4 0.5; do
     same_tree "$d/st1" "$d/st2" "stitch $fmt: -n 2 store = one process's"
 done
 
+# --t-out: one timepoint at a time into a store the first run creates (the
+# other ranks open the arrays rank 0 created, then an existing store).
+d="$TMP/0.5"
+for t in 1 0; do
+    "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/t1" "${FUSE_ARGS[@]}" --t-out $t || fail "fuse --t-out $t (1 process)"
+    mpi 2 fuse "$d/plate" "$d/s1.yaml" -o "$d/t2" "${FUSE_ARGS[@]}" --t-out $t --threads 1 ||
+        fail "fuse --t-out $t under mpirun -n 2"
+done
+same_tree "$d/t1" "$d/t2" "fuse --t-out 1 then 0: -n 2 store = one process's"
+
 # Failures. A tile of the bottom row with its data truncated: under 3 ranks
 # only the last one reads it (its bands, its edges), and every rank must stop
 # with that rank's message instead of waiting for it.
-d="$TMP/0.5"
 cp -r "$d/plate" "$TMP/bad"
 found=0
 while IFS= read -r f; do
