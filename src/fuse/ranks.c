@@ -50,6 +50,9 @@ int64_t fuse_rank_pipeline(const fuse_plan *plan, int64_t ntz, int64_t b0, int64
     R->b0 = b0;
     R->nlocal = b1 - b0;
     R->nbands = plan->nbands;
+    /* Every callback of fuse_stage_fns takes the user pointer, so every one
+     * is wrapped here: a callback added to pipeline.h needs its wrapper too
+     * (test_dist checks the renumbering). */
     *fns = *inner;
     fns->user = R;
     fns->strip_estimate = inner->strip_estimate ? rank_strip_estimate : NULL;
