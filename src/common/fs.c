@@ -243,7 +243,28 @@ static bool process_alive(long pid) {
     return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
+/* Sweeps dir (recursively or not); only names starting with `prefix` when
+ * it is not NULL. */
+static ts_status sweep(const char *dir, bool recursive, const char *prefix, size_t *removed, ts_error *err);
+
 ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, ts_error *err) {
+    return sweep(dir, recursive, NULL, removed, err);
+}
+
+ts_status ts_sweep_temp_files_of(const char *path, size_t *removed, ts_error *err) {
+    char dir[4096], prefix[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base) return ts_fail(err, TS_ERR_ARG, "'%s' names a directory, not a file", path);
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    int n = snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    if (n < 0 || (size_t)n >= sizeof prefix) return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", path);
+    return sweep(dir, false, prefix, removed, err);
+}
+
+static ts_status sweep(const char *dir, bool recursive, const char *prefix, size_t *removed, ts_error *err) {
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT || errno == ENOTDIR) return TS_OK;
@@ -254,6 +275,7 @@ ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, 
     char child[4096];
     while (st == TS_OK && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (prefix && strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
         long pid = temp_name_pid(e->d_name);
         /* A chunk file is neither a temporary nor a directory: skipped
          * without a stat (a 0.4 mosaic holds millions of them). */
@@ -267,7 +289,7 @@ ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, 
         struct stat sb;
         if (lstat(child, &sb) != 0) continue; /* gone meanwhile */
         if (S_ISDIR(sb.st_mode)) {
-            if (recursive) st = ts_sweep_temp_files(child, true, removed, err);
+            if (recursive) st = sweep(child, true, prefix, removed, err);
         } else if (S_ISREG(sb.st_mode) && pid > 0 && !process_alive(pid)) {
             if (unlink(child) != 0 && errno != ENOENT)
                 st = ts_fail(err, TS_ERR_IO, "cannot remove stale temporary '%s': %s", child, strerror(errno));

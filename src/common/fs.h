@@ -43,4 +43,9 @@ bool ts_is_temp_name(const char *name);
  * touched. A missing dir is not an error; *removed (may be NULL) counts. */
 ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, ts_error *err);
 
+/* The same for the temporaries of one file only ("<path>.tmp.*" of a dead
+ * writer next to path): for outputs written alone into a directory the user
+ * owns (a shifts file), where other files are none of tessera's business. */
+ts_status ts_sweep_temp_files_of(const char *path, size_t *removed, ts_error *err);
+
 #endif

@@ -354,6 +354,11 @@ ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err) {
         free(b.data);
         return ts_fail(err, TS_ERR_NOMEM, "writing '%s': out of memory", path);
     }
+    /* A killed earlier run's temporary of this file goes (nothing else in
+     * the user's directory is touched). Best effort: a directory that can be
+     * written but not listed is the write's business, not the sweep's. */
+    ts_error sweep_err;
+    (void)ts_sweep_temp_files_of(path, NULL, &sweep_err);
     st = ts_write_file_atomic(path, b.data, b.len, err);
     free(b.data);
     return st;

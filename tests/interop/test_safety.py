@@ -3,7 +3,8 @@ corrupt in a later band) leaves no new store, and an existing store as the
 docs say (docs/fuse.md, "Failed and killed runs"); a fuse killed with
 SIGKILL mid-run and re-run gives the same tree as a clean run (`diff -r`),
 with no temporaries left; an unwritable output is exit 1 and one line naming
-the path. The plates come from `tessera simulate`; the comparisons are
+the path; estimate's re-run sweeps a killed run's temporary of its shifts
+file, and only that. The plates come from `tessera simulate`; the comparisons are
 diff(1) and file hashes, nothing tessera computes about itself."""
 import hashlib
 import os
@@ -233,6 +234,17 @@ os.remove(live)
 rc, text = diff_r(clean, killed)
 check(rc == 0, f"--t-out: killed + re-run differs from a clean run:\n{text[:2000]}")
 check(not temps_under(killed), f"--t-out: temporaries remain: {temps_under(killed)[:5]}")
+
+# estimate's shifts file: a killed run's temporary of that file is swept by
+# the re-run; temporaries of other files in the user's directory are not.
+sdir = path("shifts_dir")
+os.makedirs(sdir)
+dead = dead_pid()
+mine = plant(sdir, "s.yaml", dead)
+theirs = plant(sdir, "other.yaml", dead)
+run("estimate", SMALL, "-o", os.path.join(sdir, "s.yaml"), "--overlap", "16")
+check(not os.path.exists(mine), "estimate: its stale temporary of s.yaml was not swept")
+check(os.path.exists(theirs), "estimate: another file's temporary was removed")
 
 shutil.rmtree(TMP, ignore_errors=True)
 finish()
