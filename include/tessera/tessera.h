@@ -138,6 +138,46 @@ typedef struct ts_simulate_options {
 void ts_simulate_options_init(ts_simulate_options *opt);
 ts_status ts_simulate(const ts_simulate_options *opt, ts_error *err);
 
+/* ------------------------------------------------------------------ import */
+
+/* A folder of TIFF tiles as a plate (docs/import.md): every file of `input`
+ * whose name matches `pattern` becomes one position of one well, named
+ * XXXYYY from its grid column and row, array 0 shaped (1, C, 1, Y, X) with
+ * the TIFF's dtype (uint8 or uint16) and one channel per page. */
+typedef struct ts_import_options {
+    const char *input;        /* folder of TIFF tiles (required) */
+    const char *output;       /* plate store to create (required; an existing plate is replaced) */
+    const char *pattern;      /* file names: literal text with {row} and {col}, or {index};
+                                 default "r{row}_c{col}.tif" */
+    const char *well;         /* default "A/1" */
+    int first_index;          /* what {row}, {col}, {index} count from: 0 (default) or 1 */
+    int grid_cols, grid_rows; /* required with {index} (row-major); with {row}/{col}: 0 =
+                                 from the largest row and column found, else a bound */
+    bool names_yx;            /* name positions YYYXXX instead of XXXYYY */
+    ts_ome_version format;    /* default TS_OME_05 */
+    int chunk;                /* chunk side, px; 0 (default) = one chunk per tile plane */
+    ts_codec codec;           /* default zstd */
+    double scale_y, scale_x;  /* pixel size in micrometres, default 1 */
+    int threads;              /* 0 = all cores */
+    ts_progress_fn progress;  /* optional */
+    void *progress_user;
+} ts_import_options;
+
+/* What an import wrote, for the CLI's summary. */
+typedef struct ts_import_result {
+    int64_t tiles;            /* positions written */
+    int grid_cols, grid_rows; /* the grid the tiles were placed on */
+    int64_t missing;          /* grid cells without a tile */
+    int64_t tile_h, tile_w;
+    int channels;             /* pages per TIFF */
+    ts_dtype dtype;
+} ts_import_result;
+
+void ts_import_options_init(ts_import_options *opt);
+/* result may be NULL. On failure no plate is left at the output (a store
+ * this run created or replaced is removed). */
+ts_status ts_import(const ts_import_options *opt, ts_import_result *result, ts_error *err);
+
 /* ---------------------------------------------------------------- estimate */
 
 typedef enum ts_solver { TS_SOLVER_L1 = 0, TS_SOLVER_L2 } ts_solver;

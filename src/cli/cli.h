@@ -11,6 +11,7 @@
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int cmd_simulate(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
 int cmd_solve(int argc, char **argv);

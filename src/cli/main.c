@@ -17,6 +17,7 @@ static const struct {
     bool distributed; /* splits its work over MPI ranks */
 } COMMANDS[] = {
     {"simulate", cmd_simulate, "write a synthetic plate with ground-truth tile positions", false},
+    {"import", cmd_import, "make a plate from a folder of TIFF tiles named by grid position", false},
     {"estimate", cmd_estimate, "register neighbouring tiles and solve tile positions (shifts YAML)", true},
     {"solve", cmd_solve, "re-solve tile positions from the pairwise measurements of a shifts file", false},
     {"fuse", cmd_fuse, "blend tiles at their positions into an OME-Zarr mosaic", true},

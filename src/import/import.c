@@ -1,0 +1,442 @@
+/* tessera import: a folder of TIFF tiles as an OME-Zarr HCS plate.
+ *
+ * Order of work, so that a bad folder costs nothing and a failed run leaves
+ * nothing: list the folder and map matching names to grid cells; open every
+ * TIFF's header (in parallel) and check that all tiles are greyscale of one
+ * size, dtype and page count; only then create the store, write the tiles
+ * (in parallel, one image group per tile through the ome/zarr writers, as
+ * simulate does) and last the plate and well groups, so a killed run never
+ * leaves a plate listing positions that were not written. A failure after
+ * the store was created removes it. */
+#include "tessera/tessera.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/pool.h"
+#include "import/pattern.h"
+#include "import/tiff_read.h"
+#include "ome/ome.h"
+#include "zarr/zarr.h"
+
+void ts_import_options_init(ts_import_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->pattern = "r{row}_c{col}.tif";
+    opt->well = "A/1";
+    opt->format = TS_OME_05;
+    opt->codec = TS_CODEC_ZSTD;
+    opt->scale_y = opt->scale_x = 1.0;
+}
+
+typedef struct imp_tile {
+    char *file;     /* name inside the folder */
+    int gx, gy;     /* grid column, row (from 0) */
+    char name[8];   /* position XXXYYY */
+    ti_tiff_info info;
+    bool bad;       /* its header failed the checks (message re-made serially) */
+} imp_tile;
+
+typedef struct imp_job {
+    const ts_import_options *opt;
+    char *input;            /* folder path without a trailing '/' */
+    imp_tile *tiles;
+    int64_t ntiles;
+    ti_tiff_info info;      /* every tile's */
+    int64_t bh, bw;         /* storage block (chunk, or shard) of a plane */
+    ts_error *errors;       /* one per worker */
+    void **plane, **block;  /* per-worker buffers */
+    pthread_mutex_t progress_lock;
+    int64_t done;
+} imp_job;
+
+static ts_status check_well(const char *well, ts_error *err) {
+    const char *slash = well ? strchr(well, '/') : NULL;
+    bool ok = slash && slash != well && slash[1] && slash - well < 16 && strlen(slash + 1) < 16;
+    for (const char *p = well; ok && *p; p++)
+        if (p != slash && !isalnum((unsigned char)*p)) ok = false;
+    if (!ok) return ts_fail(err, TS_ERR_ARG, "well '%s' is not ROW/COLUMN (e.g. A/1)", well ? well : "");
+    return TS_OK;
+}
+
+static ts_status check_options(const ts_import_options *o, ti_pattern *pat, ts_error *err) {
+    if (!o->input || !*o->input) return ts_fail(err, TS_ERR_ARG, "import: no input folder");
+    if (!o->output || !*o->output) return ts_fail(err, TS_ERR_ARG, "import: no output path");
+    ts_status st = ti_pattern_parse(o->pattern, pat, err);
+    if (st != TS_OK) return st;
+    if ((st = check_well(o->well, err)) != TS_OK) return st;
+    if (o->first_index != 0 && o->first_index != 1)
+        return ts_fail(err, TS_ERR_ARG, "first index %d: must be 0 or 1", o->first_index);
+    if (o->grid_cols < 0 || o->grid_rows < 0 || o->grid_cols > 999 || o->grid_rows > 999 ||
+        (o->grid_cols == 0) != (o->grid_rows == 0))
+        return ts_fail(err, TS_ERR_ARG, "grid %dx%d: each side must be 1..999", o->grid_cols,
+                       o->grid_rows);
+    if (pat->has_index && o->grid_cols == 0)
+        return ts_fail(err, TS_ERR_ARG, "pattern '%s' numbers tiles with {index}: give the grid "
+                                        "they fill row by row (--grid COLSxROWS)", o->pattern);
+    if (o->format != TS_OME_04 && o->format != TS_OME_05)
+        return ts_fail(err, TS_ERR_ARG, "format must be 0.4 or 0.5");
+    if (o->chunk < 0 || o->chunk > 65536)
+        return ts_fail(err, TS_ERR_ARG, "chunk %d px: must be 0 (whole tile) to 65536", o->chunk);
+    if (!(o->scale_y > 0) || !(o->scale_x > 0) || !isfinite(o->scale_y) || !isfinite(o->scale_x))
+        return ts_fail(err, TS_ERR_ARG, "pixel size %g,%g: must be finite and > 0", o->scale_y,
+                       o->scale_x);
+    return TS_OK;
+}
+
+static int cmp_tiles(const void *a, const void *b) {
+    const imp_tile *x = a, *y = b;
+    if (x->gy != y->gy) return x->gy < y->gy ? -1 : 1;
+    if (x->gx != y->gx) return x->gx < y->gx ? -1 : 1;
+    return strcmp(x->file, y->file);
+}
+
+/* Grid cell of a matched name; an index outside the grid is an error
+ * naming the file. */
+static ts_status place(const imp_job *job, const ti_pattern *pat, const char *file, long row,
+                       long col, long index, imp_tile *t, ts_error *err) {
+    const ts_import_options *o = job->opt;
+    long first = o->first_index;
+    if (pat->has_index) {
+        long i = index - first;
+        long n = (long)o->grid_cols * o->grid_rows;
+        if (i < 0 || i >= n)
+            return ts_fail(err, TS_ERR_FORMAT,
+                           "%s/%s: index %ld is outside the %dx%d grid (indices %ld..%ld)", job->input,
+                           file, index, o->grid_cols, o->grid_rows, first, first + n - 1);
+        col = i % o->grid_cols, row = i / o->grid_cols;
+    } else {
+        row -= first, col -= first;
+        if (row < 0 || col < 0)
+            return ts_fail(err, TS_ERR_FORMAT, "%s/%s: row or column below the first index %ld",
+                           job->input, file, first);
+        long cols = o->grid_cols ? o->grid_cols : 999, rows = o->grid_rows ? o->grid_rows : 999;
+        if (col >= cols || row >= rows)
+            return ts_fail(err, TS_ERR_FORMAT, "%s/%s: column %ld, row %ld is outside the %ldx%ld grid",
+                           job->input, file, col + first, row + first, cols, rows);
+    }
+    t->gx = (int)col, t->gy = (int)row;
+    return TS_OK;
+}
+
+static ts_status list_tiles(imp_job *job, const ti_pattern *pat, ts_error *err) {
+    DIR *d = opendir(job->input);
+    if (!d) return ts_fail(err, TS_ERR_IO, "cannot read folder %s: %s", job->input, strerror(errno));
+    size_t cap = 0;
+    ts_status st = TS_OK;
+    struct dirent *e;
+    while (st == TS_OK && (e = readdir(d)) != NULL) {
+        long row = 0, col = 0, index = 0;
+        if (!ti_pattern_match(pat, e->d_name, &row, &col, &index)) continue;
+        if ((size_t)job->ntiles == cap) {
+            cap = cap ? 2 * cap : 64;
+            imp_tile *grown = realloc(job->tiles, cap * sizeof *grown);
+            if (!grown) {
+                st = ts_fail(err, TS_ERR_NOMEM, "out of memory listing %s", job->input);
+                break;
+            }
+            job->tiles = grown;
+        }
+        imp_tile *t = &job->tiles[job->ntiles];
+        memset(t, 0, sizeof *t);
+        if (!(t->file = strdup(e->d_name))) {
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory listing %s", job->input);
+            break;
+        }
+        job->ntiles++;
+        st = place(job, pat, e->d_name, row, col, index, t, err);
+    }
+    closedir(d);
+    if (st != TS_OK) return st;
+    if (job->ntiles == 0)
+        return ts_fail(err, TS_ERR_IO, "no file in %s matches the pattern '%s'", job->input,
+                       job->opt->pattern);
+    qsort(job->tiles, (size_t)job->ntiles, sizeof *job->tiles, cmp_tiles);
+    for (int64_t i = 1; i < job->ntiles; i++) {
+        const imp_tile *a = &job->tiles[i - 1], *b = &job->tiles[i];
+        if (a->gx == b->gx && a->gy == b->gy)
+            return ts_fail(err, TS_ERR_FORMAT, "%s: %s and %s are both grid column %d, row %d",
+                           job->input, a->file, b->file, a->gx + job->opt->first_index,
+                           a->gy + job->opt->first_index);
+    }
+    return TS_OK;
+}
+
+static void tile_path(const imp_job *job, const imp_tile *t, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", job->input, t->file);
+}
+
+static int probe_tile(void *user, int64_t index, int worker) {
+    (void)worker;
+    imp_job *job = user;
+    imp_tile *t = &job->tiles[index];
+    char path[4400];
+    tile_path(job, t, path, sizeof path);
+    ti_tiff *tif = NULL;
+    t->bad = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &t->info, NULL) != TS_OK;
+    ti_tiff_close(tif);
+    return 0; /* every tile is looked at; the first bad one is reported below */
+}
+
+/* Every header in parallel; then, in grid order, the first bad tile's
+ * message (its header read once more, serially) or the first tile unlike
+ * the first one. */
+static ts_status check_tiles(imp_job *job, ts_pool *pool, ts_error *err) {
+    ts_pool_for(pool, job->ntiles, probe_tile, job);
+    for (int64_t i = 0; i < job->ntiles; i++) {
+        const imp_tile *t = &job->tiles[i];
+        char path[4400];
+        tile_path(job, t, path, sizeof path);
+        if (t->bad) {
+            ti_tiff *tif = NULL;
+            ti_tiff_info info;
+            ts_status st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &info, err);
+            ti_tiff_close(tif);
+            if (st != TS_OK) return st;
+            return ts_fail(err, TS_ERR_IO, "%s: could not be read (then could)", path);
+        }
+        const ti_tiff_info *a = &job->tiles[0].info, *b = &t->info;
+        if (a->height != b->height || a->width != b->width || a->dtype != b->dtype ||
+            a->pages != b->pages)
+            return ts_fail(err, TS_ERR_FORMAT,
+                           "%s is %lldx%lld %s with %d page%s but %s is %lldx%lld %s with %d page%s: "
+                           "all tiles must have one size, dtype and page count",
+                           path, (long long)b->height, (long long)b->width, ts_dtype_name(b->dtype),
+                           b->pages, b->pages == 1 ? "" : "s", job->tiles[0].file,
+                           (long long)a->height, (long long)a->width, ts_dtype_name(a->dtype),
+                           a->pages, a->pages == 1 ? "" : "s");
+    }
+    job->info = job->tiles[0].info;
+    return TS_OK;
+}
+
+/* The store's arrays: chunk = the whole plane by default; with a chunk
+ * size, 0.4 stores (cy, cx) chunks and 0.5 one shard per plane of such
+ * inner chunks (one file per channel plane, like one TIFF page). */
+static void array_meta(const imp_job *job, tz_array_meta *am) {
+    const ts_import_options *o = job->opt;
+    bool v3 = o->format == TS_OME_05;
+    int64_t H = job->info.height, W = job->info.width;
+    tz_array_meta_init(am, v3 ? 3 : 2);
+    am->ndim = 5;
+    int64_t shape[5] = {1, job->info.pages, 1, H, W};
+    int64_t cy = o->chunk > 0 && o->chunk < H ? o->chunk : H;
+    int64_t cx = o->chunk > 0 && o->chunk < W ? o->chunk : W;
+    for (int d = 0; d < 5; d++) {
+        am->shape[d] = shape[d];
+        am->chunk[d] = d < 3 ? 1 : d == 3 ? cy : cx;
+    }
+    am->dtype = job->info.dtype;
+    am->fill_value = 0;
+    am->separator = '/';
+    if (!v3) {
+        am->key_encoding = TZ_KEY_V2;
+    } else {
+        static const char *const names[5] = {"t", "c", "z", "y", "x"};
+        for (int d = 0; d < 5; d++) snprintf(am->dimension_names[d], 16, "%s", names[d]);
+        if (cy < H || cx < W) {
+            am->sharded = true;
+            for (int d = 0; d < 5; d++) am->sharding.inner_chunk[d] = am->chunk[d];
+            am->chunk[3] = (H + cy - 1) / cy * cy;
+            am->chunk[4] = (W + cx - 1) / cx * cx;
+        }
+    }
+    tz_meta_set_codec(am, o->codec);
+}
+
+static void image_meta(const imp_job *job, ts_image_meta *meta) {
+    ts_image_meta_default(meta, job->info.pages);
+    meta->scale[3] = job->opt->scale_y;
+    meta->scale[4] = job->opt->scale_x;
+    snprintf(meta->space_unit, sizeof meta->space_unit, "micrometer");
+    double hi = job->info.dtype == TS_UINT8 ? 255 : 65535;
+    for (int c = 0; c < job->info.pages; c++) {
+        meta->has_window[c] = true;
+        meta->window[c][0] = 0, meta->window[c][1] = hi;
+        meta->window[c][2] = 0, meta->window[c][3] = hi;
+    }
+}
+
+/* Writes one plane (page) as storage blocks, each cut from the plane with
+ * the part beyond the edge set to the fill value 0. */
+static ts_status write_plane(imp_job *job, tz_array *arr, int c, const uint8_t *plane,
+                             uint8_t *block, ts_error *err) {
+    int64_t H = job->info.height, W = job->info.width, bh = job->bh, bw = job->bw;
+    size_t es = ts_dtype_size(job->info.dtype);
+    for (int64_t by = 0; by * bh < H; by++)
+        for (int64_t bx = 0; bx * bw < W; bx++) {
+            int64_t idx[5] = {0, c, 0, by, bx};
+            const void *data = plane;
+            if (bh != H || bw != W) {
+                int64_t y0 = by * bh, x0 = bx * bw;
+                int64_t rows = H - y0 < bh ? H - y0 : bh, cols = W - x0 < bw ? W - x0 : bw;
+                if (rows < bh || cols < bw) memset(block, 0, (size_t)(bh * bw) * es);
+                for (int64_t r = 0; r < rows; r++)
+                    memcpy(block + (size_t)(r * bw) * es, plane + (size_t)((y0 + r) * W + x0) * es,
+                           (size_t)cols * es);
+                data = block;
+            }
+            ts_status st = tz_array_write_block(arr, idx, data, err);
+            if (st != TS_OK) return st;
+        }
+    return TS_OK;
+}
+
+static int write_tile(void *user, int64_t index, int worker) {
+    imp_job *job = user;
+    const ts_import_options *o = job->opt;
+    const imp_tile *t = &job->tiles[index];
+    ts_error *err = &job->errors[worker];
+    char path[4400], image[4200], arrpath[4300];
+    tile_path(job, t, path, sizeof path);
+    snprintf(image, sizeof image, "%s/%s/%s", o->output, o->well, t->name);
+    snprintf(arrpath, sizeof arrpath, "%s/0", image);
+    size_t es = ts_dtype_size(job->info.dtype);
+    size_t plane_bytes = (size_t)(job->info.height * job->info.width) * es;
+    if (!job->plane[worker]) job->plane[worker] = malloc(plane_bytes);
+    if (!job->block[worker]) job->block[worker] = malloc((size_t)(job->bh * job->bw) * es);
+    if (!job->plane[worker] || !job->block[worker]) {
+        ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
+                (long long)job->info.height, (long long)job->info.width);
+        return 1;
+    }
+
+    ts_image_meta meta;
+    image_meta(job, &meta);
+    if (ts_image_write_meta(image, o->format, &meta, 1, err) != TS_OK) return 1;
+    tz_array_meta am;
+    array_meta(job, &am);
+    tz_array *arr = NULL;
+    if (tz_array_create(arrpath, &am, &arr, err) != TS_OK) return 1;
+    ti_tiff *tif = NULL;
+    ti_tiff_info info;
+    ts_status st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &info, err);
+    /* the file changed since its header was checked */
+    if (st == TS_OK && (info.height != job->info.height || info.width != job->info.width ||
+                        info.dtype != job->info.dtype || info.pages != job->info.pages))
+        st = ts_fail(err, TS_ERR_FORMAT, "%s changed while being imported", path);
+    for (int c = 0; st == TS_OK && c < job->info.pages; c++) {
+        if ((st = ti_tiff_read_page(tif, c, job->plane[worker], err)) != TS_OK) break;
+        st = write_plane(job, arr, c, job->plane[worker], job->block[worker], err);
+    }
+    ti_tiff_close(tif);
+    tz_array_close(arr);
+    if (st != TS_OK) return 1;
+    if (o->progress) {
+        pthread_mutex_lock(&job->progress_lock);
+        job->done++;
+        o->progress(o->progress_user, "import", job->done, job->ntiles);
+        pthread_mutex_unlock(&job->progress_lock);
+    }
+    return 0;
+}
+
+/* An existing plate at the output is replaced (as simulate does); anything
+ * else that exists there is left alone and refused. */
+static ts_status prepare_output(const char *path, ts_error *err) {
+    if (!ts_path_exists(path)) return TS_OK;
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/zarr.json", path);
+    snprintf(b, sizeof b, "%s/.zgroup", path);
+    if (!ts_is_dir(path) || (!ts_path_exists(a) && !ts_path_exists(b)))
+        return ts_fail(err, TS_ERR_IO, "%s exists and is not a zarr store; not overwriting it", path);
+    return ts_remove_tree(path, err);
+}
+
+static ts_status write_layout(const imp_job *job, ts_error *err) {
+    const char **names = calloc((size_t)job->ntiles, sizeof *names);
+    if (!names) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < job->ntiles; i++) names[i] = job->tiles[i].name;
+    const char *wells[1] = {job->opt->well};
+    ts_plate_layout L = {.path = job->opt->output, .version = job->opt->format,
+                         .name = "tessera import", .nwells = 1, .wells = wells,
+                         .npositions = (int)job->ntiles, .positions = names};
+    ts_status st = ts_plate_write_layout(&L, err);
+    free(names);
+    return st;
+}
+
+static ts_status write_store(imp_job *job, ts_pool *pool, ts_error *err) {
+    int nw = ts_pool_size(pool);
+    job->errors = calloc((size_t)nw, sizeof *job->errors);
+    job->plane = calloc((size_t)nw, sizeof *job->plane);
+    job->block = calloc((size_t)nw, sizeof *job->block);
+    if (!job->errors || !job->plane || !job->block) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    tz_array_meta am;
+    array_meta(job, &am);
+    job->bh = am.chunk[3], job->bw = am.chunk[4];
+    int rc = ts_pool_for(pool, job->ntiles, write_tile, job);
+    for (int i = 0; i < nw; i++) {
+        free(job->plane[i]);
+        free(job->block[i]);
+    }
+    if (rc != 0) {
+        for (int i = 0; i < nw; i++)
+            if (job->errors[i].code != TS_OK) {
+                if (err) *err = job->errors[i];
+                return job->errors[i].code;
+            }
+        return ts_fail(err, TS_ERR_INTERNAL, "import: a tile failed without a message");
+    }
+    return write_layout(job, err);
+}
+
+ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_error *err) {
+    ti_pattern pat;
+    ts_status st = check_options(o, &pat, err);
+    if (st != TS_OK) return st;
+    imp_job job = {.opt = o};
+    pthread_mutex_init(&job.progress_lock, NULL);
+    ts_pool *pool = NULL;
+    bool created = false;
+    if (!(job.input = strdup(o->input))) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t n = strlen(job.input); n > 1 && job.input[n - 1] == '/'; n--) job.input[n - 1] = '\0';
+    if ((st = list_tiles(&job, &pat, err)) != TS_OK) goto done;
+    int cols = o->grid_cols, rows = o->grid_rows;
+    for (int64_t i = 0; !o->grid_cols && i < job.ntiles; i++) {
+        if (job.tiles[i].gx + 1 > cols) cols = job.tiles[i].gx + 1;
+        if (job.tiles[i].gy + 1 > rows) rows = job.tiles[i].gy + 1;
+    }
+    for (int64_t i = 0; i < job.ntiles; i++) {
+        imp_tile *t = &job.tiles[i];
+        snprintf(t->name, sizeof t->name, "%03d%03d", o->names_yx ? t->gy : t->gx,
+                 o->names_yx ? t->gx : t->gy);
+    }
+    if (!(pool = ts_pool_create(o->threads > 0 ? o->threads : ts_cpu_count()))) {
+        st = ts_fail(err, TS_ERR_NOMEM, "cannot start the thread pool");
+        goto done;
+    }
+    if ((st = check_tiles(&job, pool, err)) != TS_OK) goto done;
+    if ((st = prepare_output(o->output, err)) != TS_OK) goto done;
+    created = true;
+    if ((st = write_store(&job, pool, err)) != TS_OK) goto done;
+    if (result) {
+        result->tiles = job.ntiles;
+        result->grid_cols = cols, result->grid_rows = rows;
+        result->missing = (int64_t)cols * rows - job.ntiles;
+        result->tile_h = job.info.height, result->tile_w = job.info.width;
+        result->channels = job.info.pages;
+        result->dtype = job.info.dtype;
+    }
+done:
+    if (st != TS_OK && created) ts_remove_tree(o->output, NULL); /* nothing half-written */
+    if (pool) ts_pool_destroy(pool);
+    for (int64_t i = 0; i < job.ntiles; i++) free(job.tiles[i].file);
+    free(job.tiles);
+    free(job.input);
+    free(job.errors);
+    free(job.plane);
+    free(job.block);
+    pthread_mutex_destroy(&job.progress_lock);
+    return st;
+}
