@@ -87,7 +87,9 @@ def synthetic_uint16():
             if (r, c) == (1, 2):
                 continue
             a = rng.integers(0, 65536, size=(46, 58), dtype=np.uint16)
-            tifffile.imwrite(os.path.join(d, f"r{r:02d}_c{c:02d}.tif"), a, rowsperstrip=5)
+            # one big-endian file and one BigTIFF among the little-endian ones
+            kw = {"byteorder": ">"} if (r, c) == (0, 1) else {"bigtiff": True} if (r, c) == (1, 0) else {}
+            tifffile.imwrite(os.path.join(d, f"r{r:02d}_c{c:02d}.tif"), a, rowsperstrip=5, **kw)
             tiles[f"{c:03d}{r:03d}"] = a
     with open(os.path.join(d, "notes.txt"), "w") as f:
         f.write("not a tile\n")
@@ -243,6 +245,10 @@ def check_refusals():
     tifffile.imwrite(os.path.join(d, "r0_c0.tif"), a.astype(np.float32))
     refused("float", [d, "-o", out], 1, "r0_c0.tif", "floating-point", out=out)
 
+    d = fresh(os.path.join(TMP, "miniswhite"))
+    tifffile.imwrite(os.path.join(d, "r0_c0.tif"), a, photometric="miniswhite")
+    refused("min-is-white", [d, "-o", out], 1, "r0_c0.tif", "min-is-white", out=out)
+
     d = fresh(os.path.join(TMP, "sizes"))
     tifffile.imwrite(os.path.join(d, "r0_c0.tif"), a)
     tifffile.imwrite(os.path.join(d, "r0_c1.tif"), np.zeros((32, 30), np.uint16))
@@ -300,8 +306,17 @@ def check_refusals():
     refused("truncated tile", [d, "-o", out, "--threads", 1], 1, "r0_c2.tif", out=out)
 
 
+def check_help():
+    p = run("import", "--help")
+    check(p.returncode == 0 and "--pattern" in p.stdout and "{index}" in p.stdout, "import --help")
+    p = run("--help")
+    check(any(line.split()[:1] == ["import"] for line in p.stdout.splitlines()),
+          "tessera --help does not list import")
+
+
 def main():
     fresh(TMP)
+    check_help()
     check_uint16()
     check_uint8_pages()
     check_starrynight()
