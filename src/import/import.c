@@ -173,6 +173,16 @@ static void tile_path(const imp_job *job, const imp_tile *t, char *out, size_t n
     snprintf(out, n, "%s/%s", job->input, t->file);
 }
 
+/* One more tile done; the callback is called under a lock, in order of
+ * completion (the CLI's progress line keeps state between calls). */
+static void report_progress(imp_job *job, const char *stage) {
+    if (!job->opt->progress) return;
+    pthread_mutex_lock(&job->progress_lock);
+    job->done++;
+    job->opt->progress(job->opt->progress_user, stage, job->done, job->ntiles);
+    pthread_mutex_unlock(&job->progress_lock);
+}
+
 static int probe_tile(void *user, int64_t index, int worker) {
     (void)worker;
     imp_job *job = user;
@@ -182,6 +192,7 @@ static int probe_tile(void *user, int64_t index, int worker) {
     ti_tiff *tif = NULL;
     t->bad = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &t->info, NULL) != TS_OK;
     ti_tiff_close(tif);
+    report_progress(job, "headers");
     return 0; /* every tile is looked at; the first bad one is reported below */
 }
 
@@ -329,12 +340,7 @@ static int write_tile(void *user, int64_t index, int worker) {
     ti_tiff_close(tif);
     tz_array_close(arr);
     if (st != TS_OK) return 1;
-    if (o->progress) {
-        pthread_mutex_lock(&job->progress_lock);
-        job->done++;
-        o->progress(o->progress_user, "import", job->done, job->ntiles);
-        pthread_mutex_unlock(&job->progress_lock);
-    }
+    report_progress(job, "import");
     return 0;
 }
 
@@ -417,6 +423,7 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
         goto done;
     }
     if ((st = check_tiles(&job, pool, err)) != TS_OK) goto done;
+    job.done = 0;
     if ((st = prepare_output(o->output, err)) != TS_OK) goto done;
     created = true;
     if ((st = write_store(&job, pool, err)) != TS_OK) goto done;
