@@ -51,6 +51,11 @@ static void first_missing(const char *path, char *top, size_t n) {
 ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char *const *wells,
                            int nwells, ts_error *err) {
     memset(g, 0, sizeof *g);
+    /* Every path below must fit, untruncated: a cut path could name some
+     * other directory, which a failed run would then remove. */
+    if (strlen(opt->output) >= 4000) return ts_fail(err, TS_ERR_ARG, "output path too long: '%.64s...'", opt->output);
+    for (int i = 0; i < nwells; i++)
+        if (strlen(wells[i]) >= 64) return ts_fail(err, TS_ERR_ARG, "well path too long: '%.64s...'", wells[i]);
     g->output = opt->output;
     g->t_out = opt->t_out;
     g->store_existed = present(opt->output);
