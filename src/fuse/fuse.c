@@ -192,10 +192,14 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
     /* What the worker buffers leave of --memory bounds the tile strips held
      * (at least a quarter of it: the block size was chosen to fit). */
     size_t budget = usable > fixed + usable / 4 ? usable - fixed : usable / 4;
-    W->recycle_cap = budget / 4;
-    /* A quarter of it keeps tiles that span two bands decoded (blend.c). */
-    W->kept_cap = budget / 4;
-    budget -= W->kept_cap;
+    /* Of that, an eighth keeps freed strip mappings for reuse and an eighth
+     * keeps the planes of tiles that span two bands (blend.c); the strips
+     * held get the rest, so strips and both pools together stay within it
+     * (the pools filling up to caps outside the budget made peak RSS grow
+     * with the canvas until they were full). */
+    W->recycle_cap = budget / 8;
+    W->kept_cap = budget / 8;
+    budget -= W->recycle_cap + W->kept_cap;
     fuse_stage_fns fns, own_fns;
     fuse_stage_fns_init(W, &fns);
     int64_t b0, b1;
