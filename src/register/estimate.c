@@ -42,6 +42,7 @@ typedef struct edge {
 typedef struct est_ctx {
     const ts_estimate_options *opt;
     ts_plate *plate;
+    ts_pool *pool;        /* owned by the caller (ts_estimate_run) */
     int64_t *tile_base;   /* first tile id of each well */
     int64_t ntiles;
     int64_t raw_h, raw_w; /* tile plane before orientation */
@@ -359,7 +360,10 @@ static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
 
 /* Everything before the gather, on this rank: the plate, the graph, the
  * schedule, and this rank's share of the edges registered. */
-static ts_status estimate_local(est_ctx *c, ts_shifts **sp, ts_pool **poolp, ts_error *err) {
+/* Everything before the registration: the plate, the tile shape, the
+ * neighbour graph, the guess, the threads, and this rank's proposal for
+ * the band width of the schedule (from its cache and threads). */
+static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, int *band_width, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
     ts_status st;
     if ((st = ts_plate_open(opt->input, &c->plate, err)) != TS_OK) return st;
@@ -392,7 +396,7 @@ static ts_status estimate_local(est_ctx *c, ts_shifts **sp, ts_pool **poolp, ts_
                                                          &c->guess, &c->guess_origin, err)) != TS_OK)
         return st;
 
-    ts_pool *pool = *poolp = ts_pool_create(opt->threads);
+    ts_pool *pool = *poolp = c->pool = ts_pool_create(opt->threads);
     if (!pool) return ts_fail(err, TS_ERR_NOMEM, "could not start threads");
     int nthreads = ts_pool_size(pool);
     /* Band width: about half the tiles the cache holds, less what the
@@ -400,7 +404,17 @@ static ts_status estimate_local(est_ctx *c, ts_shifts **sp, ts_pool **poolp, ts_
     size_t tile_bytes = (size_t)(c->h * c->w) * sizeof(float);
     int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
     int64_t band = (fit - 2 * nthreads) / 2;
-    int band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
+    *band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
+    return TS_OK;
+}
+
+/* Registers this rank's run of the schedule. band_width must be the same
+ * on every rank (each rank cuts its run from its own copy of the
+ * schedule, and the results are gathered by position in it). */
+static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
+    const ts_estimate_options *opt = c->opt;
+    ts_pool *pool = c->pool;
+    const int nthreads = ts_pool_size(pool);
     for (int64_t i = 0; i < c->nedges; i++) {
         c->edges[i].band = c->edges[i].gx / band_width;
         c->edges[i].canon = i;
@@ -525,7 +539,13 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_shifts *s = NULL;
     ts_pool *pool = NULL;
 
-    if (st == TS_OK) st = estimate_local(&c, &s, &pool, err);
+    int band_width = 1;
+    if (st == TS_OK) st = estimate_prepare(&c, &s, &pool, &band_width, err);
+    st = ts_dist_agree(dist, st, err);
+    /* Every rank cuts its run from the same schedule: rank 0's band width
+     * for all (ranks may have other --threads or --cache). */
+    if (st == TS_OK) st = ts_dist_bcast(dist, &band_width, sizeof band_width, 0, err);
+    if (st == TS_OK) st = estimate_register(&c, band_width, err);
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = gather_results(&c, err);
     if (st == TS_OK && ts_dist_rank(dist) == 0) st = solve_and_write(&c, s, result, err);

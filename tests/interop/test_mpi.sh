@@ -149,6 +149,17 @@ check_failure() {
     fi
 }
 
+# Ranks with different --threads (MPMD): the schedule each rank cuts its run
+# from must be the same on all, or results land on the wrong pairs (the band
+# width once came from each rank's own threads). A small --cache makes the
+# band narrower than the 12 grid columns, so the order depends on it.
+"$BIN" simulate -o "$TMP/wide" --grid 12x3 --tile 128x128 --overlap 24 --seed 3 >/dev/null || fail "simulate wide"
+"$BIN" estimate "$TMP/wide" -o "$TMP/wide1.yaml" --overlap 24 --cache 1M --threads 1 || fail "estimate wide (1 process)"
+timeout 60 "${MPIRUN[@]}" -n 1 "$BIN" estimate "$TMP/wide" -o "$TMP/wide2.yaml" --overlap 24 --cache 1M --threads 1 : \
+    -n 1 "$BIN" estimate "$TMP/wide" -o "$TMP/wide2.yaml" --overlap 24 --cache 1M --threads 4 ||
+    fail "estimate under MPMD mpirun (threads 1 and 4) exited non-zero"
+same_file "$TMP/wide1.yaml" "$TMP/wide2.yaml" "estimate: ranks with 1 and 4 threads give one process's shifts file"
+
 check_failure "estimate, corrupt tile" "003002" "$TMP/bad_est" -- estimate "$TMP/bad" --overlap 16
 check_failure "fuse, corrupt tile" "003002" "$TMP/bad_fuse" -- fuse "$TMP/bad" "$d/s1.yaml" "${FUSE_ARGS[@]}"
 touch "$TMP/a_file"
