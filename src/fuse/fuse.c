@@ -188,7 +188,13 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
  * one process). */
 static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, ts_pool *pool,
                            fuse_pipeline_stats *stats, ts_error *err) {
-    size_t fixed = (size_t)W->nworkers * fuse_block_bytes(sz, W->L.block);
+    /* Blocks blended at once: the workers, as far as --memory holds their
+     * block buffers (the layout does not depend on the threads, so with
+     * many threads the memory may hold fewer blocks than there are
+     * workers; the others read and encode). */
+    int max_blocks = fuse_blocks_in_flight(sz, W->L.block, usable);
+    if (max_blocks > W->nworkers) max_blocks = W->nworkers;
+    size_t fixed = (size_t)max_blocks * fuse_block_bytes(sz, W->L.block);
     /* What the worker buffers leave of --memory bounds the tile strips held
      * (at least a quarter of it: the block size was chosen to fit). */
     size_t budget = usable > fixed + usable / 4 ? usable - fixed : usable / 4;
@@ -210,8 +216,8 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
     int64_t nunits = fuse_rank_pipeline(W->plan, W->nt * W->L.Z, b0, b1, &fns, &rank_fns, &own, &own_fns);
     char stage[64];
     snprintf(stage, sizeof stage, "fuse %s", W->plate->wells[W->w].path);
-    return fuse_pipeline_run(&own, nunits, &own_fns, pool, budget, W->opt->progress, W->opt->progress_user,
-                             stage, stats, err);
+    return fuse_pipeline_run(&own, nunits, &own_fns, pool, budget, max_blocks, W->opt->progress,
+                             W->opt->progress_user, stage, stats, err);
 }
 
 static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts_error *err) {
@@ -237,14 +243,60 @@ static ts_status sum_stats(const ts_dist *dist, fuse_pipeline_stats *stats, ts_e
     return st;
 }
 
+/* Keep an eighth (and up to 32 MiB more) of --memory for what is not
+ * counted by the sizing: the program itself, codec buffers, allocator
+ * slack. */
+static size_t usable_memory(size_t memory) {
+    size_t reserve = memory / 8 + (memory / 8 < ((size_t)32 << 20) ? memory / 8 : ((size_t)32 << 20));
+    return memory - reserve;
+}
+
+/* Between the passes, for every well before anything is written: its
+ * block layout and units. The layout depends on the canvas, the options
+ * and layout_memory (the first rank's --memory under MPI), never on the
+ * threads or ranks, so every run derives the same store. */
+static ts_status well_layout(fuse_well *W, size_t layout_memory, ts_error *err) {
+    const ts_fuse_options *opt = W->opt;
+    const existing_out ex = W->existing;
+    const int64_t T = W->L.T, C = W->L.C, Z = W->L.Z;
+    fuse_sizing sz = {
+        .canvas_h = W->canvas_h, .canvas_w = W->canvas_w, .C = C, .out_elem = W->out_elem,
+        .chunk = opt->chunk, .shard = opt->shard, .levels = opt->levels,
+        .memory = usable_memory(layout_memory),
+    };
+    for (int i = 0; i < W->ntiles; i++) {
+        if (W->tiles[i].h > sz.tile_h) sz.tile_h = W->tiles[i].h;
+        if (W->tiles[i].w > sz.tile_w) sz.tile_w = W->tiles[i].w;
+    }
+    if (ex.present) {
+        sz.canvas_h = ex.H, sz.canvas_w = ex.W;
+        sz.chunk = (int)ex.chunk;
+        sz.shard = (int)ex.shard;
+        sz.levels = ex.levels;
+        W->format = ex.zarr_format == 2 ? TS_OME_04 : TS_OME_05;
+    }
+    ts_status st = fuse_layout_init(&W->L, &sz, err);
+    W->L.C = C, W->L.Z = Z;
+    if (opt->t_out >= 0) {
+        W->nt = 1, W->t_in0 = opt->t_in, W->t_out0 = opt->t_out;
+        W->L.T = ex.present ? ex.T : opt->t_out + 1;
+    } else {
+        W->nt = T, W->t_in0 = 0, W->t_out0 = 0;
+        W->L.T = T;
+    }
+    W->sizing = sz;
+    if (st && err && !strstr(err->message, W->plate->wells[W->w].path))
+        ts_fail_context(err, st, "well %s", W->plate->wells[W->w].path);
+    return st;
+}
+
 /* Pass 2: fuse one prepared well (frees its tiles). Under MPI every rank
  * runs it: the first creates the arrays, each fuses its own bands, the first
  * writes the image metadata once all are in (ranks.h). The ts_dist_agree
  * calls are reached by every rank whatever failed where (mpi/dist.h).
- * layout_threads: the threads of all ranks, which the block size depends
- * on, so every rank derives the same layout (the one a single process with
- * that many threads derives). */
-static ts_status well_run(fuse_well *Wp, ts_pool *pool, int layout_threads, ts_fuse_result *res,
+ * guard (the first rank's; NULL on the others) learns when the well's
+ * writes begin: a failure before that leaves an existing image alone. */
+static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int index, ts_fuse_result *res,
                           ts_error *err) {
     fuse_well W = *Wp;
     const ts_fuse_options *opt = W.opt;
@@ -254,48 +306,20 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, int layout_threads, ts_f
     pthread_mutex_init(&W.recycle_mu, NULL);
     char image_path[4200];
     snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
-    const int64_t T = W.L.T, C = W.L.C, Z = W.L.Z, H = W.canvas_h, Wd = W.canvas_w;
-    const existing_out ex = W.existing;
     const ts_dist *dist = opt->dist;
     const bool first = ts_dist_rank(dist) == 0;
-    ts_status st = TS_OK;
     fuse_pipeline_stats stats = {0};
-
-    /* Keep an eighth (and up to 32 MiB more) of --memory for what is not
-     * counted below: the program itself, codec buffers, allocator slack. */
-    size_t reserve = opt->memory / 8 + (opt->memory / 8 < ((size_t)32 << 20) ? opt->memory / 8 : ((size_t)32 << 20));
-    const size_t usable = opt->memory - reserve;
-    fuse_sizing sz = {
-        .canvas_h = H, .canvas_w = Wd, .C = C, .out_elem = W.out_elem,
-        .chunk = opt->chunk, .shard = opt->shard, .levels = opt->levels,
-        .threads = layout_threads, .memory = usable,
-    };
-    for (int i = 0; i < W.ntiles; i++) {
-        if (W.tiles[i].h > sz.tile_h) sz.tile_h = W.tiles[i].h;
-        if (W.tiles[i].w > sz.tile_w) sz.tile_w = W.tiles[i].w;
-    }
-    if (ex.present) {
-        sz.canvas_h = ex.H, sz.canvas_w = ex.W;
-        sz.chunk = (int)ex.chunk;
-        sz.shard = (int)ex.shard;
-        sz.levels = ex.levels;
-        W.format = ex.zarr_format == 2 ? TS_OME_04 : TS_OME_05;
-    }
-    st = fuse_layout_init(&W.L, &sz, err);
-    W.L.C = C, W.L.Z = Z;
-    if (opt->t_out >= 0) {
-        W.nt = 1, W.t_in0 = opt->t_in, W.t_out0 = opt->t_out;
-        W.L.T = ex.present ? ex.T : opt->t_out + 1;
-    } else {
-        W.nt = T, W.t_in0 = 0, W.t_out0 = 0;
-        W.L.T = T;
-    }
+    /* This rank's budget is its own --memory (the layout is the first rank's). */
+    fuse_sizing sz = W.sizing;
+    const size_t usable = usable_memory(opt->memory);
 
     bool existing = false;
-    /* A new mosaic replaces whatever an earlier run left at this image path,
-     * so a re-run gives the same store (no stale chunks of other layouts). */
+    ts_status st = fuse_weights_init(&W, err);
+    /* Writing begins: a new mosaic replaces whatever an earlier run left at
+     * this image path, so a re-run gives the same store (no stale chunks of
+     * other layouts). */
+    if (st == TS_OK && guard) fuse_guard_start_well(guard, index);
     if (st == TS_OK && first && opt->t_out < 0) st = ts_remove_tree(image_path, err);
-    if (st == TS_OK) st = fuse_weights_init(&W, err);
     if (st == TS_OK && first) st = fuse_output_open(&W, image_path, &existing, err);
     /* The other ranks open the arrays once the first has created them. */
     st = ts_dist_agree(dist, st, err);
@@ -400,7 +424,6 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     fuse_guard guard = {0};
     bool guarded = false;
     int nwells = 0;
-    int64_t layout_threads = 0;
     /* Up to the agreement below every rank reads and checks on its own
      * (failures jump there, not to done: see mpi/dist.h). */
     if (st) goto prepared;
@@ -449,10 +472,12 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
         st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
 prepared:
     st = ts_dist_agree(dist, st, err);
-    /* The block size depends on the thread count: every rank takes that of
-     * all ranks, so all derive one layout. */
-    layout_threads = pool ? ts_pool_size(pool) : 0;
-    if (st == TS_OK) st = ts_dist_sum_i64(dist, &layout_threads, 1, err);
+    /* Every well's layout, before anything is written. It depends on
+     * --memory: every rank takes the first rank's, so all derive one. */
+    uint64_t layout_memory = opt->memory;
+    if (st == TS_OK) st = ts_dist_bcast(dist, &layout_memory, sizeof layout_memory, 0, err);
+    for (int i = 0; st == TS_OK && i < nwells; i++) st = well_layout(&prepared[i], (size_t)layout_memory, err);
+    st = ts_dist_agree(dist, st, err);
     if (st) goto done;
     /* Nothing is written before this point: from here a failure undoes
      * what the run wrote (run_guard.h). Only the first rank guards: it
@@ -464,8 +489,7 @@ prepared:
     }
     st = ts_dist_agree(dist, st, err);
     for (int i = 0; st == TS_OK && i < nwells; i++) {
-        if (first) fuse_guard_start_well(&guard, i);
-        st = well_run(&prepared[i], pool, (int)layout_threads, res, err);
+        st = well_run(&prepared[i], pool, first ? &guard : NULL, i, res, err);
         if (st == TS_OK && first) fuse_guard_well_done(&guard, i);
     }
     if (st) goto done;

@@ -51,6 +51,7 @@ typedef struct fuse_well {
     float **weights;
     fuse_plan *plan;
     fuse_layout L;
+    fuse_sizing sizing;          /* what L was derived from (fuse.c) */
     ts_dtype out_dtype;
     size_t out_elem;
     /* Units: (t, z, band), t slowest. t_in is read, t_out written. */

@@ -43,6 +43,7 @@ typedef struct sched {
     int loads_in_flight;
     int64_t lookahead;   /* blocks that may be read ahead of the earliest unfinished */
     int64_t ready;       /* blocks ready and unclaimed */
+    int running, max_blocks; /* blocks being processed; the most at once */
     int64_t done, total;
     bool failed;
     ts_error error;
@@ -118,7 +119,7 @@ static ts_status cursor_settle(sched *S) {
 }
 
 static bool find_ready(const sched *S, int64_t *u_out, int64_t *bx_out) {
-    if (S->ready == 0) return false;
+    if (S->ready == 0 || S->running >= S->max_blocks) return false;
     for (int64_t u = S->u_min; u < S->nunits && u <= S->cur_u; u++) {
         const unit_state *us = S->units[u];
         if (!us) continue;
@@ -203,9 +204,10 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     const fuse_band *band = unit_band(S, u);
     us->state[bx] = BLOCK_RUNNING;
     S->ready--;
+    S->running++;
     int a = band->block_start[bx], n = band->block_start[bx + 1] - a;
     const fuse_strip **strips = malloc((n ? (size_t)n : 1) * sizeof *strips);
-    if (!strips) { ts_error e; ts_fail(&e, TS_ERR_NOMEM, "block strips"); fail_locked(S, &e); return; }
+    if (!strips) { S->running--; ts_error e; ts_fail(&e, TS_ERR_NOMEM, "block strips"); fail_locked(S, &e); return; }
     for (int k = 0; k < n; k++) strips[k] = &us->strips[band->block_slots[a + k]];
     ts_error e;
     ts_error_clear(&e);
@@ -213,6 +215,7 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     ts_status st = S->fns->process(S->fns->user, worker, u, bx, strips, n, &e);
     pthread_mutex_lock(&S->mu);
     free(strips);
+    S->running--;
     if (st != TS_OK) { fail_locked(S, &e); return; }
     us->state[bx] = BLOCK_DONE;
     for (int k = 0; k < n; k++) {
@@ -313,7 +316,7 @@ static int worker_main(void *user, int64_t index, int worker) {
 }
 
 ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
-                            ts_pool *pool, size_t budget, ts_progress_fn progress,
+                            ts_pool *pool, size_t budget, int max_blocks, ts_progress_fn progress,
                             void *progress_user, const char *stage, fuse_pipeline_stats *stats,
                             ts_error *err) {
     sched S;
@@ -323,6 +326,7 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_st
     S.nunits = nunits;
     S.nbx = plan->L.nbx;
     S.budget = budget;
+    S.max_blocks = max_blocks > 0 ? max_blocks : 1;
     S.total = nunits * S.nbx;
     S.progress = progress;
     S.progress_user = progress_user;

@@ -62,11 +62,12 @@ typedef struct fuse_pipeline_stats {
     size_t peak_strip_bytes;
 } fuse_pipeline_stats;
 
-/* Runs units [0, nunits) of plan on pool's threads. budget bounds the bytes
+/* Runs units [0, nunits) of plan on pool's threads, at most max_blocks
+ * blocks being processed at once (their buffers; >= 1). budget bounds the bytes
  * of strips held (except that the strips the earliest unfinished block
  * needs are always loaded, so the pipeline cannot stall). */
 ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
-                            ts_pool *pool, size_t budget, ts_progress_fn progress,
+                            ts_pool *pool, size_t budget, int max_blocks, ts_progress_fn progress,
                             void *progress_user, const char *stage, fuse_pipeline_stats *stats,
                             ts_error *err);
 

@@ -60,6 +60,12 @@ size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block) {
     return sy * sx * (size_t)s->C * 4 + (size_t)s->tile_h * (size_t)s->tile_w * (size_t)s->C * 4;
 }
 
+int fuse_blocks_in_flight(const fuse_sizing *s, int64_t block, size_t memory) {
+    size_t strips = 2 * fuse_strip_bytes(s, block), one = fuse_block_bytes(s, block);
+    size_t n = memory > strips && one ? (memory - strips) / one : 1;
+    return n < 1 ? 1 : n > 1 << 20 ? 1 << 20 : (int)n;
+}
+
 static int64_t gcd64(int64_t a, int64_t b) {
     while (b) { int64_t t = a % b; a = b; b = t; }
     return a;
@@ -87,28 +93,27 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
         int64_t side = s->canvas_h > s->canvas_w ? s->canvas_h : s->canvas_w;
         int64_t need = (side + chunk - 1) / chunk;
         S = need < 64 ? need : 64; /* 64 x 64 = 4096 chunks per shard */
-        int threads = s->threads > 0 ? s->threads : 1;
         while (S > 1) {
-            size_t cost = (size_t)threads * fuse_block_bytes(s, S * chunk) +
+            size_t cost = (size_t)FUSE_LAYOUT_BLOCKS * fuse_block_bytes(s, S * chunk) +
                           2 * fuse_strip_bytes(s, S * chunk);
             if (cost <= s->memory) break;
             S--;
         }
         /* Small canvases: rather more, smaller shards than idle threads.
-         * Four blocks per thread: with two, the first band's reads, the
-         * blending and a thin last band hardly overlapped (a 2.8k x 3.7k
-         * canvas on 2 threads: 4 blocks of 2560 px ran ~15% slower than 12
-         * of 1024 px, and each worker's block buffer is 6x smaller). */
+         * At least FUSE_LAYOUT_BLOCKS blocks: with four, the first band's
+         * reads, the blending and a thin last band hardly overlapped (a
+         * 2.8k x 3.7k canvas on 2 threads: 4 blocks of 2560 px ran ~15%
+         * slower than 12 of 1024 px, and each block buffer is 6x smaller). */
         while (S > 1) {
             int64_t nb = ((s->canvas_h + S * chunk - 1) / (S * chunk)) *
                          ((s->canvas_w + S * chunk - 1) / (S * chunk));
-            if (nb >= 4 * (int64_t)threads) break;
+            if (nb >= FUSE_LAYOUT_BLOCKS) break;
             S--;
         }
         /* Prefer a multiple of 2^levels: every level then keeps the full
          * chunk size (and a later --t-out run derives the same chunks). */
         int64_t S_full = (S + pow2 - 1) / pow2 * pow2;
-        size_t cost_full = (size_t)threads * fuse_block_bytes(s, S_full * chunk) +
+        size_t cost_full = (size_t)FUSE_LAYOUT_BLOCKS * fuse_block_bytes(s, S_full * chunk) +
                            2 * fuse_strip_bytes(s, S_full * chunk);
         if (S_full <= 64 && cost_full <= s->memory) S = S_full;
         else S = (S + s_step - 1) / s_step * s_step;

@@ -55,9 +55,15 @@ typedef struct fuse_sizing {
     int chunk;                /* px */
     int shard;                /* chunks per block side; 0 = auto */
     int levels;
-    int threads;
     size_t memory;            /* working-memory bound, bytes */
 } fuse_sizing;
+
+/* The automatic block size does not depend on the threads (a store must
+ * come out the same whatever --threads or the MPI ranks): it is sized for
+ * FUSE_LAYOUT_BLOCKS block buffers in --memory, and small canvases get at
+ * least that many blocks. A run then blends as many blocks at once as
+ * its threads and --memory allow (fuse_blocks_in_flight). */
+#define FUSE_LAYOUT_BLOCKS 8
 
 /* Rows of a block blended at a time: num/den of R x block float32 pairs
  * sized to stay in cache (about 256 KiB). */
@@ -67,6 +73,9 @@ int64_t fuse_row_group(int64_t block);
  * tile strips a block needs, as the pipeline allocates them. */
 size_t fuse_block_bytes(const fuse_sizing *s, int64_t block);
 size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block);
+/* Block buffers of side `block` that `memory` holds beside the strips of
+ * two blocks; at least 1. */
+int fuse_blocks_in_flight(const fuse_sizing *s, int64_t block, size_t memory);
 
 /* Fills the layout: block = S * chunk with S = shard if given, else the
  * largest S <= 64 (4096 chunks per shard) that the canvas needs, that fits

@@ -206,17 +206,20 @@ def identical_bytes_threads_1_vs_2():
     d = fresh("threads")
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(40, 48), grid=(4, 3), tcz=(1, 2, 1))
     R.write_shifts(os.path.join(d, "s.yaml"), info)
-    for fmt in ("0.4", "0.5"):
+    # Given shards, and the automatic layout (which once depended on the
+    # thread count: 0.5 shards of another size with other --threads).
+    for fmt, layout in (("0.4", ["--shard", "2"]), ("0.5", ["--shard", "2"]), ("0.4", []), ("0.5", [])):
         outs = []
-        for th in (1, 2):
-            o = os.path.join(d, "o%s_%d.zarr" % (fmt, th))
+        for th in (1, 2, 5):
+            o = os.path.join(d, "o%s_%s_%d.zarr" % (fmt, "auto" if not layout else "s2", th))
             run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", o, "--format", fmt,
-                "--chunk", "8", "--shard", "2", "--levels", "1", "--threads", th, "--memory", "16M")
+                "--chunk", "8", *layout, "--levels", "1", "--threads", th, "--memory", "16M")
             outs.append(o)
-        a, b = tree_files(outs[0]), tree_files(outs[1])
-        assert a == b, "file lists differ between --threads 1 and 2"
-        _, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], a, shallow=False)
-        assert not mismatch and not errors, "bytes differ: %s" % (mismatch + errors)[:5]
+        for other in outs[1:]:
+            a, b = tree_files(outs[0]), tree_files(other)
+            assert a == b, "file lists differ between %s and %s" % (outs[0], other)
+            _, mismatch, errors = filecmp.cmpfiles(outs[0], other, a, shallow=False)
+            assert not mismatch and not errors, "bytes differ: %s" % (mismatch + errors)[:5]
     # a re-run into the same output with another chunking leaves no stale files
     o = os.path.join(d, "rerun.zarr")
     for chunk in ("8", "16"):

@@ -110,6 +110,15 @@ check(after == before, "new well: the existing store changed: "
       f"changed {sorted(k for k in before if k in after and before[k] != after[k])[:5]}")
 check(not os.path.exists(os.path.join(store, "B")), "new well: row group B was left behind")
 
+# A run whose options fail a well's layout check writes nothing: the image
+# it would replace stays as it was (it was once removed and reported as
+# "replacing is removed", found in review).
+p = run("fuse", SMALL, path("small.yaml"), "-o", store, "--wells", "A/1", "--chunk", "50", "--levels", "2",
+        "--shard", "3", ok=False)
+check(p.returncode == 2 and one_line(p.stderr), f"bad layout: exit {p.returncode}, {p.stderr!r}")
+check("replacing" not in p.stderr, f"bad layout: the message speaks of removing an image: {p.stderr!r}")
+check(tree_hashes(store) == before, "bad layout: the existing store changed")
+
 # A/1 exists: a run replacing it removes the old image first, so a failure
 # leaves the image absent (not half-written) and says so; nothing else changes.
 p = fuse(BAD, store, "--wells", "A/1", ok=False)

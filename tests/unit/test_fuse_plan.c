@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/pool.h"
 #include "fuse/pipeline.h"
@@ -18,7 +19,7 @@
 
 static fuse_layout layout(int64_t h, int64_t w, int chunk, int shard) {
     fuse_sizing s = {.canvas_h = h, .canvas_w = w, .C = 1, .tile_h = 100, .tile_w = 100,
-                     .out_elem = 2, .chunk = chunk, .shard = shard, .threads = 2,
+                     .out_elem = 2, .chunk = chunk, .shard = shard,
                      .memory = (size_t)1 << 30};
     fuse_layout L;
     ts_error err;
@@ -56,16 +57,20 @@ static void test_block_sizing(void **state) {
     assert_true(L.block <= 6 * 512 && L.nbands * L.nbx >= 4);
     /* large canvas, ample memory: 64 x 64 chunks (4096 per shard) */
     fuse_sizing s = {.canvas_h = 200000, .canvas_w = 200000, .C = 1, .tile_h = 2048, .tile_w = 2048,
-                     .out_elem = 2, .chunk = 512, .threads = 1, .memory = (size_t)64 << 30};
+                     .out_elem = 2, .chunk = 512, .memory = (size_t)64 << 30};
     ts_error err;
     assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
     assert_int_equal(L.block, 64 * 512);
     /* the memory bound shrinks it */
     s.memory = (size_t)512 << 20;
-    s.threads = 2;
     assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
     assert_true(L.block < 64 * 512 && L.block % 512 == 0);
-    assert_true(2 * fuse_block_bytes(&s, L.block) + 2 * fuse_strip_bytes(&s, L.block) <= s.memory);
+    assert_true(FUSE_LAYOUT_BLOCKS * fuse_block_bytes(&s, L.block) + 2 * fuse_strip_bytes(&s, L.block) <= s.memory);
+    /* ... and a run blends as many blocks at once as that memory holds */
+    int n = fuse_blocks_in_flight(&s, L.block, s.memory);
+    assert_true(n >= FUSE_LAYOUT_BLOCKS);
+    assert_true((size_t)n * fuse_block_bytes(&s, L.block) + 2 * fuse_strip_bytes(&s, L.block) <= s.memory);
+    assert_int_equal(fuse_blocks_in_flight(&s, L.block, 1), 1); /* never 0 */
     /* pyramid levels need blocks divisible by 2^levels */
     s.chunk = 100, s.levels = 3, s.memory = (size_t)1 << 30;
     assert_int_equal(fuse_layout_init(&L, &s, &err), TS_OK);
@@ -137,6 +142,7 @@ typedef struct fake {
     int *loads;   /* per (unit, slot) */
     int *blocks;  /* per (unit, bx) */
     int maxslots;
+    int running, most_running; /* blocks in process_block at once */
 } fake;
 
 static size_t fake_estimate(void *user, int64_t unit, const fuse_slot *slot) {
@@ -165,18 +171,23 @@ static ts_status fake_process(void *user, int worker, int64_t unit, int64_t bx,
                               const fuse_strip *const *strips, int n, ts_error *err) {
     (void)worker, (void)err;
     fake *F = user;
+    pthread_mutex_lock(&F->mu);
+    if (++F->running > F->most_running) F->most_running = F->running;
+    pthread_mutex_unlock(&F->mu);
     const fuse_band *band = &F->plan->bands[unit % F->plan->nbands];
     for (int k = 0; k < n; k++) {
         const fuse_slot *sl = &band->slots[band->block_slots[band->block_start[bx] + k]];
         if (!strips[k]->data || ((const float *)strips[k]->data)[0] != (float)sl->tile) return TS_ERR_INTERNAL;
     }
+    usleep(200); /* long enough for other workers to start blocks */
     pthread_mutex_lock(&F->mu);
     F->blocks[unit * F->plan->L.nbx + bx]++;
+    F->running--;
     pthread_mutex_unlock(&F->mu);
     return TS_OK;
 }
 
-static void run_fake(int threads, size_t budget) {
+static void run_fake(int threads, size_t budget, int max_blocks) {
     fuse_tile t[9];
     grid_tiles(t);
     int64_t h, w;
@@ -193,13 +204,16 @@ static void run_fake(int threads, size_t budget) {
     fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = fake_process, .user = &F};
     ts_pool *pool = ts_pool_create(threads);
     fuse_pipeline_stats st;
-    assert_int_equal(fuse_pipeline_run(p, nunits, &fns, pool, budget, NULL, NULL, "t", &st, &err), TS_OK);
+    assert_int_equal(fuse_pipeline_run(p, nunits, &fns, pool, budget, max_blocks, NULL, NULL, "t", &st, &err), TS_OK);
     for (int64_t u = 0; u < nunits; u++) {
         const fuse_band *band = &p->bands[u % p->nbands];
         for (int s = 0; s < 9; s++) assert_int_equal(F.loads[u * 9 + s], s < band->nslots ? 1 : 0);
         for (int64_t bx = 0; bx < L.nbx; bx++) assert_int_equal(F.blocks[u * L.nbx + bx], 1);
     }
     assert_int_equal(st.blocks_done, nunits * L.nbx);
+    /* never more blocks at once than allowed (their buffers are what
+     * --memory holds) */
+    assert_true(F.most_running >= 1 && F.most_running <= max_blocks);
     ts_pool_destroy(pool);
     free(F.loads);
     free(F.blocks);
@@ -209,10 +223,12 @@ static void run_fake(int threads, size_t budget) {
 
 static void test_pipeline_loads_once_and_never_stalls(void **state) {
     (void)state;
-    run_fake(1, (size_t)1 << 30);
-    run_fake(4, (size_t)1 << 30);
-    run_fake(1, 1); /* a budget smaller than any strip: still completes */
-    run_fake(3, 1);
+    run_fake(1, (size_t)1 << 30, 1);
+    run_fake(4, (size_t)1 << 30, 4);
+    run_fake(4, (size_t)1 << 30, 2); /* more threads than blocks the memory holds */
+    run_fake(4, (size_t)1 << 30, 1);
+    run_fake(1, 1, 1); /* a budget smaller than any strip: still completes */
+    run_fake(3, 1, 3);
 }
 
 static ts_status failing_process(void *user, int worker, int64_t unit, int64_t bx,
@@ -241,7 +257,7 @@ static void test_pipeline_reports_first_error(void **state) {
     F.loads = calloc((size_t)(p->nbands * 9), sizeof(int));
     fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = failing_process, .user = &F};
     ts_pool *pool = ts_pool_create(2);
-    assert_int_equal(fuse_pipeline_run(p, p->nbands, &fns, pool, 1 << 20, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
+    assert_int_equal(fuse_pipeline_run(p, p->nbands, &fns, pool, 1 << 20, 2, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
     assert_string_equal(err.message, "disk full at block 1");
     ts_pool_destroy(pool);
     free(F.loads);
