@@ -345,9 +345,16 @@ static int write_tile(void *user, int64_t index, int worker) {
 }
 
 /* An existing plate at the output is replaced (as simulate does); anything
- * else that exists there is left alone and refused. */
-static ts_status prepare_output(const char *path, ts_error *err) {
+ * else that exists there is left alone and refused, and so is an output
+ * that holds the input folder (replacing it would delete the tiles). */
+static ts_status prepare_output(const char *path, const char *input, ts_error *err) {
     if (!ts_path_exists(path)) return TS_OK;
+    char rin[4096], rout[4096];
+    if (realpath(input, rin) && realpath(path, rout)) {
+        size_t n = strlen(rout);
+        if (strncmp(rin, rout, n) == 0 && (rin[n] == '\0' || rin[n] == '/' || (n == 1 && rout[0] == '/')))
+            return ts_fail(err, TS_ERR_ARG, "output %s holds the input folder %s; not replacing it", path, input);
+    }
     char a[4200], b[4200];
     snprintf(a, sizeof a, "%s/zarr.json", path);
     snprintf(b, sizeof b, "%s/.zgroup", path);
@@ -424,7 +431,7 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
     }
     if ((st = check_tiles(&job, pool, err)) != TS_OK) goto done;
     job.done = 0;
-    if ((st = prepare_output(o->output, err)) != TS_OK) goto done;
+    if ((st = prepare_output(o->output, job.input, err)) != TS_OK) goto done;
     created = true;
     if ((st = write_store(&job, pool, err)) != TS_OK) goto done;
     if (result) {

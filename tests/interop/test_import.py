@@ -282,6 +282,18 @@ def check_refusals():
     refused("output not a store", [d, "-o", blocker], 1, "a_file", "not a zarr store")
     check(os.path.isfile(blocker), "a file at the output path was touched")
 
+    # an existing store that holds the input folder is not replaced (that
+    # deleted the tiles being imported: found in review)
+    store = os.path.join(TMP, "holds_input.zarr")
+    if os.path.exists(store):
+        shutil.rmtree(store)
+    run("import", d, "-o", store)
+    inner = os.path.join(store, "raw")
+    shutil.copytree(d, inner)
+    refused("output holds the input", [inner, "-o", store], 2, "holds the input folder")
+    check(os.path.isfile(os.path.join(inner, "r0_c0.tif")), "the input tiles inside the output were deleted")
+    check(os.path.exists(os.path.join(store, "A", "1")), "the existing store was removed")
+
     # a compression libtiff does not know (the tag patched to JPEG 2000, 34712)
     d = fresh(os.path.join(TMP, "codec"))
     name = os.path.join(d, "r0_c0.tif")
