@@ -5,14 +5,11 @@
 #include <stdlib.h>
 
 void fuse_rank_bands(const fuse_plan *plan, int rank, int size, int64_t *b0, int64_t *b1) {
-    const int64_t nb = plan->nbands;
-    int64_t *rows = malloc((size_t)(nb ? nb : 1) * sizeof *rows);
-    if (rows)
-        for (int64_t b = 0; b < nb; b++) rows[b] = plan->bands[b].y1 - plan->bands[b].y0;
-    /* Without the weights (no memory), the split is by count: still whole
-     * bands, still the same on every rank. */
-    ts_dist_share(nb, rows, rank, size, b0, b1);
-    free(rows);
+    /* By count: every band is one block row high but the last, so this is
+     * balanced by rows within one band, and it needs nothing that could
+     * fail on one rank and not another (a split by rows that fell back to
+     * counting when its allocation failed gave that rank other bands). */
+    ts_dist_share(plan->nbands, NULL, rank, size, b0, b1);
 }
 
 static int64_t global_unit(const fuse_rank_fns *R, int64_t u) {

@@ -452,14 +452,23 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
  * edges (a copy in one process). */
 static ts_status gather_results(est_ctx *c, ts_error *err) {
     ts_register_result *mine = malloc((size_t)(c->nlocal ? c->nlocal : 1) * sizeof *mine);
-    if (!mine) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld pair results", (long long)c->nlocal);
-    for (int64_t i = 0; i < c->nlocal; i++) mine[i] = c->edges[c->first + i].res;
+    /* Without room for its results a rank still takes part (with nothing),
+     * so that the others do not wait for it; the byte count then fails
+     * everywhere. */
+    const bool have_room = mine != NULL;
+    const int64_t n = have_room ? c->nlocal : 0;
+    for (int64_t i = 0; i < n; i++) mine[i] = c->edges[c->first + i].res;
     ts_register_result *all = NULL;
     uint64_t *counts = NULL;
-    ts_status st = ts_dist_allgatherv(c->opt->dist, mine, (size_t)c->nlocal * sizeof *mine, (void **)&all,
+    ts_status st = ts_dist_allgatherv(c->opt->dist, mine, (size_t)n * sizeof *mine, (void **)&all,
                                       &counts, err);
     free(mine);
-    if (st) return st;
+    if (st == TS_OK && !have_room) st = ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld pair results", (long long)c->nlocal);
+    if (st) {
+        free(all);
+        free(counts);
+        return st;
+    }
     uint64_t total = 0;
     for (int r = 0; r < ts_dist_size(c->opt->dist); r++) total += counts[r];
     if (total != (uint64_t)c->nedges * sizeof *all)
