@@ -438,7 +438,15 @@ static int pick_best(const candidate *cands, int n, int h, int w, double prior_d
 
 /* Moves c to the local maximum of the overlap NCC over integer shifts (8
  * neighbours); a move drops the peak's sub-pixel offset. */
-static void climb_ncc(const ts_registrar *r, candidate *c, double min_area) {
+/* Within opt.max_shift of the expected shift (always, without a limit); a
+ * pixel of slack for the sub-pixel part. */
+static bool near_prior(const ts_registrar *r, int sy, int sx, double prior_dy, double prior_dx) {
+    return !(r->opt.max_shift > 0) || hypot(sy - prior_dy, sx - prior_dx) <= r->opt.max_shift + 1.0;
+}
+
+/* The climb stays within --max-shift of the expected shift, like the
+ * candidates (it could walk a few pixels past the limit). */
+static void climb_ncc(const ts_registrar *r, candidate *c, double min_area, double prior_dy, double prior_dx) {
     for (int step = 0; step < 32; step++) {
         int by = c->sy, bx = c->sx;
         double best = c->ncc;
@@ -447,6 +455,7 @@ static void climb_ncc(const ts_registrar *r, candidate *c, double min_area) {
                 int sy = c->sy + dy, sx = c->sx + dx;
                 if ((!dy && !dx) || abs(sy) >= r->h || abs(sx) >= r->w) continue;
                 if ((double)(r->h - abs(sy)) * (double)(r->w - abs(sx)) < min_area) continue;
+                if (!near_prior(r, sy, sx, prior_dy, prior_dx)) continue;
                 double v = overlap_ncc(r->ha, r->hb, r->h, r->w, sy, sx);
                 if (v > best) best = v, by = sy, bx = sx;
             }
@@ -456,12 +465,6 @@ static void climb_ncc(const ts_registrar *r, candidate *c, double min_area) {
         c->ncc = best;
         c->fy = c->fx = 0;
     }
-}
-
-/* Within opt.max_shift of the expected shift (always, without a limit); a
- * pixel of slack for the sub-pixel part. */
-static bool near_prior(const ts_registrar *r, int sy, int sx, double prior_dy, double prior_dx) {
-    return !(r->opt.max_shift > 0) || hypot(sy - prior_dy, sx - prior_dx) <= r->opt.max_shift + 1.0;
 }
 
 /* Inside the ellipse of the autocorrelation's main lobe. */
@@ -622,7 +625,7 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     /* The correlation peak can sit a pixel or two off the best overlap
      * (thin strips, vignetting): climb the overlap NCC to its local maximum
      * on the integer grid before the sub-pixel refinement. */
-    climb_ncc(r, &cands[best], min_area);
+    climb_ncc(r, &cands[best], min_area, prior_dy, prior_dx);
     const candidate *c = &cands[best];
     res->dy = c->sy + c->fy;
     res->dx = c->sx + c->fx;
@@ -644,7 +647,7 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
         if (i == best || inside_lobe(cands[i].sy - c->sy, cands[i].sx - c->sx, lobe_y, lobe_x)) continue;
         /* A serious rival is compared at its own best, like the choice. */
         if (cands[i].ncc >= 0.5 * c->ncc && climbed < 16) {
-            climb_ncc(r, &cands[i], min_area);
+            climb_ncc(r, &cands[i], min_area, prior_dy, prior_dx);
             climbed++;
             if (inside_lobe(cands[i].sy - c->sy, cands[i].sx - c->sx, lobe_y, lobe_x)) continue;
         }
