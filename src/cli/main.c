@@ -81,10 +81,21 @@ static int run_mpi(size_t cmd, int argc, char **argv) {
     MPI_Comm world = MPI_COMM_WORLD;
     if (!COMMANDS[cmd].distributed) {
         if (rank == 0) code = run_command(cmd, argc, argv);
-    } else if (ts_dist_mpi_create(&world, &g_dist, &err) != TS_OK) {
-        code = cli_fail(COMMANDS[cmd].name, &err);
     } else {
-        code = run_command(cmd, argc, argv);
+        /* Every rank learns whether every rank has its ts_dist before any
+         * runs the command (one that could not would leave the others
+         * waiting in its first collective). */
+        int ok = ts_dist_mpi_create(&world, &g_dist, &err) == TS_OK, all_ok = 0;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (all_ok) {
+            code = run_command(cmd, argc, argv);
+        } else {
+            if (ok) {
+                err.code = TS_ERR_NOMEM;
+                snprintf(err.message, sizeof err.message, "another rank could not set up MPI");
+            }
+            code = cli_fail(COMMANDS[cmd].name, &err);
+        }
         ts_dist_free(g_dist);
         g_dist = NULL;
     }

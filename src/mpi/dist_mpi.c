@@ -90,19 +90,20 @@ ts_status ts_dist_mpi_create(const void *mpi_comm, ts_dist **out, ts_error *err)
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) return ts_fail(err, TS_ERR_ARG, "MPI is not initialised (call MPI_Init first)");
+    /* MPI_Comm_dup is collective: every rank calls it, even one that has
+     * no memory for the rest, so that the others do not wait in it. */
+    MPI_Comm comm;
+    int rc = MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "Comm_dup");
     ts_dist *d = calloc(1, sizeof *d);
     mpi_impl *m = calloc(1, sizeof *m);
     if (!d || !m) {
         free(d);
         free(m);
+        MPI_Comm_free(&comm);
         return ts_fail(err, TS_ERR_NOMEM, "MPI distribution");
     }
-    int rc = MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &m->comm);
-    if (rc != MPI_SUCCESS) {
-        free(d);
-        free(m);
-        return mpi_fail(err, rc, "Comm_dup");
-    }
+    m->comm = comm;
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &d->rank);
     MPI_Comm_size(m->comm, &d->size);
