@@ -67,6 +67,9 @@ bool cli_int(const char *cmd, const char *flag, const char *text, long lo, long 
 bool cli_double(const char *cmd, const char *flag, const char *text, double *out);
 bool cli_size(const char *cmd, const char *flag, const char *text, size_t *out); /* 2G, 512M, bytes */
 bool cli_pair(const char *cmd, const char *flag, const char *text, char sep, int *a, int *b); /* "4x3" */
+/* --format 0.4|0.5 and --codec NAME, with the usage error when invalid. */
+bool cli_format(const char *cmd, const char *text, ts_ome_version *out);
+bool cli_codec(const char *cmd, const char *text, ts_codec *out);
 
 /* A flag's value: argv[i+1], advancing i; prints a usage error if missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);

@@ -47,9 +47,7 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
 #define VALUE() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
     if (!strcmp(a, "--format")) {
         VALUE();
-        if (!strcmp(v, "0.4")) o->format = TS_OME_04;
-        else if (!strcmp(v, "0.5")) o->format = TS_OME_05;
-        else { cli_usage_error(cmd, "--format: '%s' is not 0.4 or 0.5", v); return -1; }
+        if (!cli_format(cmd, v, &o->format)) return -1;
     } else if (!strcmp(a, "--blend")) {
         VALUE();
         if (!strcmp(v, "edt")) o->blend = TS_BLEND_EDT;
@@ -72,10 +70,7 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
         if (!cli_int(cmd, a, v, 0, 4096, &o->shard)) return -1;
     } else if (!strcmp(a, "--codec")) {
         VALUE();
-        if (ts_codec_from_name(v, &o->codec) != 0) {
-            cli_usage_error(cmd, "--codec: '%s' is not zstd, blosc-lz4, blosc-zstd, gzip or none", v);
-            return -1;
-        }
+        if (!cli_codec(cmd, v, &o->codec)) return -1;
     } else if (!strcmp(a, "--levels")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 16, &o->levels)) return -1;

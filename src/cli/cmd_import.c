@@ -88,16 +88,13 @@ int cmd_import(int argc, char **argv) {
             if (!parse_scale(v, &o.scale_y, &o.scale_x)) return CLI_USAGE;
         } else if (!strcmp(a, "--format")) {
             VALUE();
-            if (!strcmp(v, "0.4")) o.format = TS_OME_04;
-            else if (!strcmp(v, "0.5")) o.format = TS_OME_05;
-            else return cli_usage_error(CMD, "--format: '%s' is not 0.4 or 0.5", v);
+            if (!cli_format(CMD, v, &o.format)) return CLI_USAGE;
         } else if (!strcmp(a, "--chunk")) {
             VALUE();
             if (!cli_int(CMD, a, v, 1, 65536, &o.chunk)) return CLI_USAGE;
         } else if (!strcmp(a, "--codec")) {
             VALUE();
-            if (ts_codec_from_name(v, &o.codec) != 0)
-                return cli_usage_error(CMD, "--codec: unknown codec '%s'", v);
+            if (!cli_codec(CMD, v, &o.codec)) return CLI_USAGE;
         } else if (!strcmp(a, "--threads")) {
             VALUE();
             if (!cli_int(CMD, a, v, 0, 4096, &o.threads)) return CLI_USAGE;

@@ -122,9 +122,7 @@ int cmd_simulate(int argc, char **argv) {
             if (!parse_fraction(a, v, 0, 0.99, &o.missing_fraction)) return CLI_USAGE;
         } else if (!strcmp(a, "--format")) {
             VALUE();
-            if (!strcmp(v, "0.4")) o.format = TS_OME_04;
-            else if (!strcmp(v, "0.5")) o.format = TS_OME_05;
-            else return cli_usage_error(CMD, "--format: '%s' is not 0.4 or 0.5", v);
+            if (!cli_format(CMD, v, &o.format)) return CLI_USAGE;
         } else if (!strcmp(a, "--dtype")) {
             VALUE();
             o.dtype = ts_dtype_from_name(v);
@@ -132,8 +130,7 @@ int cmd_simulate(int argc, char **argv) {
                 return cli_usage_error(CMD, "--dtype: '%s' is not uint16, uint8 or float32", v);
         } else if (!strcmp(a, "--codec")) {
             VALUE();
-            if (ts_codec_from_name(v, &o.codec) != 0)
-                return cli_usage_error(CMD, "--codec: unknown codec '%s'", v);
+            if (!cli_codec(CMD, v, &o.codec)) return CLI_USAGE;
         } else if (!strcmp(a, "--pixel-size")) {
             VALUE();
             if (!parse_fraction(a, v, 1e-9, 1e9, &o.pixel_size_um)) return CLI_USAGE;

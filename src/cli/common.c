@@ -129,6 +129,19 @@ bad:
     return false;
 }
 
+bool cli_format(const char *cmd, const char *text, ts_ome_version *out) {
+    if (!strcmp(text, "0.4")) *out = TS_OME_04;
+    else if (!strcmp(text, "0.5")) *out = TS_OME_05;
+    else return cli_usage_error(cmd, "--format: '%s' is not 0.4 or 0.5", text), false;
+    return true;
+}
+
+bool cli_codec(const char *cmd, const char *text, ts_codec *out) {
+    if (ts_codec_from_name(text, out) == 0) return true;
+    cli_usage_error(cmd, "--codec: '%s' is not zstd, blosc-lz4, blosc-zstd, gzip or none", text);
+    return false;
+}
+
 bool cli_is_terminal(void) { return isatty(STDERR_FILENO) == 1; }
 
 void cli_progress(void *user, const char *stage, int64_t done, int64_t total) {
