@@ -44,11 +44,12 @@ static json_t *wrap_attributes(json_t *content, ts_ome_version version) {
     return root;
 }
 
-static ts_status write_group(const char *path, ts_ome_version version, json_t *attrs,
-                             bool compact, ts_error *err) {
+/* The attributes go to the zarr layer as text, which it parses again and
+ * writes (indented when small, tz_write_json). */
+static ts_status write_group(const char *path, ts_ome_version version, json_t *attrs, ts_error *err) {
     char *text = NULL;
     if (attrs) {
-        text = json_dumps(attrs, JSON_PRESERVE_ORDER | (compact ? JSON_COMPACT : JSON_INDENT(2)));
+        text = json_dumps(attrs, JSON_PRESERVE_ORDER | JSON_COMPACT);
         json_decref(attrs);
         if (!text) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for metadata", path);
     }
@@ -130,7 +131,7 @@ static ts_status write_well(const ts_plate_layout *L, int w, const char *row, co
     json_object_set_new(content, "well", well);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s/%s", L->path, row, col);
-    return write_group(path, L->version, wrap_attributes(content, L->version), np > 1000, err);
+    return write_group(path, L->version, wrap_attributes(content, L->version), err);
 }
 
 ts_status ts_plate_write_layout(const ts_plate_layout *L, ts_error *err) {
@@ -203,7 +204,7 @@ ts_status ts_plate_write_layout(const ts_plate_layout *L, ts_error *err) {
     json_t *content = json_object();
     json_object_set_new(content, "plate", plate);
     plate = NULL;
-    if ((st = write_group(L->path, L->version, wrap_attributes(content, L->version), false, err)) !=
+    if ((st = write_group(L->path, L->version, wrap_attributes(content, L->version), err)) !=
         TS_OK)
         goto done;
     /* zarr needs every level of the hierarchy to be a group: the rows too */
@@ -309,5 +310,5 @@ ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
     json_t *content = json_object();
     json_object_set_new(content, "multiscales", mss);
     json_object_set_new(content, "omero", omero);
-    return write_group(image_path, version, wrap_attributes(content, version), false, err);
+    return write_group(image_path, version, wrap_attributes(content, version), err);
 }
