@@ -67,15 +67,30 @@ static unsigned long process_salt(void) {
 /* Creates a temporary file next to path with O_EXCL: a temporary is never
  * shared with (truncated under) another writer or a stale file of a killed
  * run; a taken name moves on to the next one. */
+static void temp_name(const char *path, char *tmp, size_t n) {
+    snprintf(tmp, n, "%s.tmp.%ld.%lx.%lu", path, (long)getpid(), process_salt(),
+             (unsigned long)atomic_fetch_add(&tmp_counter, 1));
+}
+
 static int open_temp(const char *path, char *tmp, size_t n) {
     for (int attempt = 0; attempt < 64; attempt++) {
-        snprintf(tmp, n, "%s.tmp.%ld.%lx.%lu", path, (long)getpid(), process_salt(),
-                 (unsigned long)atomic_fetch_add(&tmp_counter, 1));
+        temp_name(path, tmp, n);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
         if (fd >= 0 || errno != EEXIST) return fd;
     }
     errno = EEXIST;
     return -1;
+}
+
+ts_status ts_make_temp_dir(const char *path, char *tmp, size_t n, ts_error *err) {
+    /* The name must come out whole: a cut one would be another path. */
+    if (strlen(path) + 64 > n) return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", path);
+    for (int attempt = 0; attempt < 64; attempt++) {
+        temp_name(path, tmp, n);
+        if (mkdir(tmp, 0777) == 0) return TS_OK;
+        if (errno != EEXIST) break;
+    }
+    return ts_fail(err, TS_ERR_IO, "cannot create a temporary directory beside '%s': %s", path, strerror(errno));
 }
 
 ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err) {
@@ -288,7 +303,14 @@ static ts_status sweep(const char *dir, bool recursive, const char *prefix, size
          * a symlink is never followed or removed. */
         struct stat sb;
         if (lstat(child, &sb) != 0) continue; /* gone meanwhile */
-        if (S_ISDIR(sb.st_mode)) {
+        if (S_ISDIR(sb.st_mode) && pid > 0) {
+            /* A directory of the temporary form is ts_make_temp_dir's (an
+             * image being built): a dead writer's goes whole. */
+            if (!process_alive(pid)) {
+                st = ts_remove_tree(child, err);
+                if (st == TS_OK && removed) (*removed)++;
+            }
+        } else if (S_ISDIR(sb.st_mode)) {
             if (recursive) st = sweep(child, true, prefix, removed, err);
         } else if (S_ISREG(sb.st_mode) && pid > 0 && !process_alive(pid)) {
             if (unlink(child) != 0 && errno != ENOENT)

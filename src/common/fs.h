@@ -16,6 +16,13 @@ ts_status ts_mkdirs(const char *path, ts_error *err);
  * directories. */
 ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err);
 
+/* Creates an empty directory beside path named like ts_write_file_atomic's
+ * temporaries ("<path>.tmp.<pid>.<salt>.<n>", mkdir'ed, so never shared
+ * with another writer) and puts its name into tmp (n bytes): a place to
+ * build a directory tree that is renamed into place when complete, and that
+ * ts_sweep_temp_files removes once its writer is dead. */
+ts_status ts_make_temp_dir(const char *path, char *tmp, size_t n, ts_error *err);
+
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for text use;
  * *size excludes the NUL). TS_ERR_IO with the path when missing. */
 ts_status ts_read_file(const char *path, void **data, size_t *size, ts_error *err);
@@ -39,8 +46,9 @@ bool ts_is_temp_name(const char *name);
 /* Removes the temporaries a killed writer left in dir (and, if recursive,
  * its subdirectories): regular files of ts_is_temp_name's form whose writer
  * pid is not a live process on this host (a live one, e.g. another MPI rank
- * or a concurrent job on this node, may still rename it). Nothing else is
- * touched. A missing dir is not an error; *removed (may be NULL) counts. */
+ * or a concurrent job on this node, may still rename it), and directories
+ * of that form (ts_make_temp_dir's) of such a writer, with all they hold.
+ * Nothing else is touched (a symlink is never followed or removed). A missing dir is not an error; *removed (may be NULL) counts. */
 ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, ts_error *err);
 
 /* The same for the temporaries of one file only ("<path>.tmp.*" of a dead

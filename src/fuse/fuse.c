@@ -292,10 +292,11 @@ static ts_status well_layout(fuse_well *W, size_t layout_memory, ts_error *err) 
 
 /* Pass 2: fuse one prepared well (frees its tiles). Under MPI every rank
  * runs it: the first creates the arrays, each fuses its own bands, the first
- * writes the image metadata once all are in (ranks.h). The ts_dist_agree
- * calls are reached by every rank whatever failed where (mpi/dist.h).
- * guard (the first rank's; NULL on the others) learns when the well's
- * writes begin: a failure before that leaves an existing image alone. */
+ * writes the image metadata once all are in and swaps a replacement in
+ * (ranks.h). The ts_dist_agree calls are reached by every rank whatever
+ * failed where (mpi/dist.h). guard (the first rank's; NULL on the others)
+ * learns when the well's writes begin, says where they go, and swaps: a
+ * failure leaves an existing image as it was. */
 static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int index, ts_fuse_result *res,
                           ts_error *err) {
     fuse_well W = *Wp;
@@ -315,24 +316,32 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
 
     bool existing = false;
     ts_status st = fuse_weights_init(&W, err);
-    /* Writing begins: a new mosaic replaces whatever an earlier run left at
-     * this image path, so a re-run gives the same store (no stale chunks of
-     * other layouts). */
-    if (st == TS_OK && guard) fuse_guard_start_well(guard, index);
-    if (st == TS_OK && first && opt->t_out < 0) st = ts_remove_tree(image_path, err);
-    if (st == TS_OK && first) st = fuse_output_open(&W, image_path, &existing, err);
-    /* The other ranks open the arrays once the first has created them. */
+    /* Writing begins. A mosaic replacing an existing image is built from
+     * scratch in a temporary directory beside it (the guard's choice), so a
+     * re-run gives the same store as a fresh one (no stale chunks of other
+     * layouts) and a failure leaves the old image as it was. */
+    char write_path[4400];
+    snprintf(write_path, sizeof write_path, "%s", image_path);
+    if (st == TS_OK && guard) st = fuse_guard_start_well(guard, index, write_path, sizeof write_path, err);
+    if (st == TS_OK && first) st = fuse_output_open(&W, write_path, &existing, err);
+    /* The other ranks open the arrays once the first has created them, at
+     * the path it chose. */
     st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK) st = ts_dist_bcast(dist, write_path, sizeof write_path, 0, err);
     if (st == TS_OK && !first)
-        st = opt->t_out >= 0 ? fuse_output_open(&W, image_path, &existing, err)
-                             : fuse_output_attach(&W, image_path, err);
+        st = opt->t_out >= 0 ? fuse_output_open(&W, write_path, &existing, err)
+                             : fuse_output_attach(&W, write_path, err);
     if (st == TS_OK) st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err);
     if (st == TS_OK) st = scratch_alloc(&W, err);
     if (st == TS_OK) st = run_bands(&W, &sz, usable, pool, &stats, err);
     /* Image metadata last, once every rank's data is in: a mosaic is only
      * advertised once complete. */
     st = ts_dist_agree(dist, st, err);
-    if (st == TS_OK && first) st = write_image_meta(&W, image_path, err);
+    if (st == TS_OK && first) st = write_image_meta(&W, write_path, err);
+    st = ts_dist_agree(dist, st, err);
+    /* Complete: the first rank alone swaps a replacement in (every rank
+     * has finished writing it), and all learn whether that worked. */
+    if (st == TS_OK && guard) st = fuse_guard_finish_well(guard, index, err);
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = sum_stats(dist, &stats, err);
     if (st) goto done;
@@ -490,7 +499,6 @@ prepared:
     st = ts_dist_agree(dist, st, err);
     for (int i = 0; st == TS_OK && i < nwells; i++) {
         st = well_run(&prepared[i], pool, first ? &guard : NULL, i, res, err);
-        if (st == TS_OK && first) fuse_guard_well_done(&guard, i);
     }
     if (st) goto done;
     if (first) st = write_plate_meta(opt, plate, wells, nwells, err);

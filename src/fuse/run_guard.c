@@ -1,6 +1,7 @@
 /* See run_guard.h. */
 #include "fuse/run_guard.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,10 @@
 
 struct fuse_guard_well {
     char row[4200], well[4200], image[4200]; /* OUT/ROW, OUT/ROW/COL, OUT/ROW/COL/0 */
+    char staging[4300];                      /* a replacement's temporary directory, or "" */
     bool row_existed, well_existed, image_existed;
-    bool done;                               /* its image is complete */
+    bool keep_staging;                       /* it holds the old image: never removed */
+    bool done;                               /* its image is complete (and in place) */
 };
 
 /* Appends text to err's message (truncated if it does not fit). */
@@ -74,9 +77,10 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
         w->row_existed = present(w->row);
         w->well_existed = present(w->well);
         w->image_existed = present(w->image);
-        /* The group metadata files are rewritten in place; a new image is
-         * built from scratch (its old tree removed), but --t-out keeps the
-         * image and rewrites blocks anywhere in its arrays. */
+        /* The group metadata files are rewritten in place, and a killed
+         * replacement's temporary directory is in the well group; a new
+         * image is built from scratch, but --t-out keeps the image and
+         * rewrites blocks anywhere in its arrays. */
         if ((st = ts_sweep_temp_files(w->row, false, NULL, err)) != TS_OK) break;
         if ((st = ts_sweep_temp_files(w->well, false, NULL, err)) != TS_OK) break;
         st = ts_sweep_temp_files(w->image, opt->t_out >= 0, NULL, err);
@@ -84,11 +88,55 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
     return st;
 }
 
-void fuse_guard_start_well(fuse_guard *g, int i) {
+ts_status fuse_guard_start_well(fuse_guard *g, int i, char *write_path, size_t n, ts_error *err) {
+    fuse_guard_well *w = &g->wells[i];
     if (i + 1 > g->nstarted) g->nstarted = i + 1;
+    if (!w->image_existed || g->t_out >= 0) {
+        if ((size_t)snprintf(write_path, n, "%s", w->image) >= n)
+            return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", w->image);
+        return TS_OK;
+    }
+    ts_status st = ts_make_temp_dir(w->image, w->staging, sizeof w->staging, err);
+    if (st) {
+        w->staging[0] = '\0';
+        return st;
+    }
+    if ((size_t)snprintf(write_path, n, "%s/0", w->staging) >= n)
+        return ts_fail(err, TS_ERR_ARG, "path too long: '%s/0'", w->staging);
+    return TS_OK;
 }
 
-void fuse_guard_well_done(fuse_guard *g, int i) { g->wells[i].done = true; }
+ts_status fuse_guard_finish_well(fuse_guard *g, int i, ts_error *err) {
+    fuse_guard_well *w = &g->wells[i];
+    if (!w->staging[0]) {
+        w->done = true;
+        return TS_OK;
+    }
+    char built[4400], old[4400];
+    snprintf(built, sizeof built, "%s/0", w->staging);
+    snprintf(old, sizeof old, "%s/old", w->staging);
+    /* Two renames within the well group: the old image is only ever absent
+     * from its path between them (a kill there leaves both images in the
+     * temporary directory, which the re-run sweeps before it fuses anew). */
+    if (rename(w->image, old) != 0)
+        return ts_fail(err, TS_ERR_IO, "cannot move the image '%s' aside to '%s': %s", w->image, old, strerror(errno));
+    if (rename(built, w->image) != 0) {
+        int e = errno;
+        if (rename(old, w->image) != 0) {
+            w->keep_staging = true;
+            return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s; the previous image is now '%s' "
+                           "(move it back before a re-run, which would remove it)", built, w->image,
+                           strerror(e), old);
+        }
+        return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s", built, w->image, strerror(e));
+    }
+    w->done = true;
+    /* The directory now holds only the old image. */
+    ts_status st = ts_remove_tree(w->staging, err);
+    if (st == TS_OK) w->staging[0] = '\0';
+    else ts_fail_context(err, st, "the new image %s is in place, but its old one was not removed", w->image);
+    return st;
+}
 
 static void remove_or_say(const char *path, ts_error *err) {
     ts_error rm;
@@ -116,11 +164,11 @@ ts_status fuse_guard_fail(fuse_guard *g, ts_status st, ts_error *err) {
             snprintf(text, sizeof text, "; timepoint %d of the existing image %s may be partly "
                      "overwritten (re-run to complete it)", g->t_out, w->image);
             append(err, text);
-        } else {
-            /* Its old tree went when the new one was begun: the partial new
-             * one goes too, so the image is absent rather than half-written. */
-            remove_or_say(w->image, err);
-            snprintf(text, sizeof text, "; the image %s it was replacing is removed", w->image);
+        } else if (!w->keep_staging) {
+            /* The replacement was being built beside the old image, which
+             * was never touched: only the partial new one goes. */
+            if (w->staging[0]) remove_or_say(w->staging, err);
+            snprintf(text, sizeof text, "; the existing image %s is left as it was", w->image);
             append(err, text);
         }
     }

@@ -6,7 +6,8 @@
 # give more bands than ranks, so every rank writes. Failing runs (a tile
 # corrupt in the bottom row, read by the last rank only; an output under a
 # regular file) must exit non-zero within a timeout, with one message from
-# tessera on stderr, as the single-process run does.
+# tessera on stderr, as the single-process run does; one failing while it
+# replaces an existing store's images leaves that store as it was.
 # Skips (exit 77) only when tessera was built without MPI.
 set -u
 
@@ -162,6 +163,28 @@ same_file "$TMP/wide1.yaml" "$TMP/wide2.yaml" "estimate: ranks with 1 and 4 thre
 
 check_failure "estimate, corrupt tile" "003002" "$TMP/bad_est" -- estimate "$TMP/bad" --overlap 16
 check_failure "fuse, corrupt tile" "003002" "$TMP/bad_fuse" -- fuse "$TMP/bad" "$d/s1.yaml" "${FUSE_ARGS[@]}"
+# Replacing an existing store's images under MPI: every rank writes into the
+# temporary directory rank 0 chose, rank 0 swaps it in. A good run gives the
+# one process's store; a run failing on the corrupt tile (well B/2, after
+# A/1 was replaced by the same image) leaves the store as it was, with no
+# temporary directory.
+for n in 2 3; do
+    cp -r "$d/f1" "$TMP/rep$n"
+    mpi "$n" fuse "$d/plate" "$d/s1.yaml" -o "$TMP/rep$n" "${FUSE_ARGS[@]}" --threads 1 ||
+        fail "fuse into an existing store under mpirun -n $n"
+    same_tree "$d/f1" "$TMP/rep$n" "fuse into an existing store: -n $n store = one process's"
+    mpi "$n" fuse "$TMP/bad" "$d/s1.yaml" -o "$TMP/rep$n" "${FUSE_ARGS[@]}" --threads 1 >/dev/null 2>"$TMP/err.txt"
+    rc=$?
+    if [ $rc = 0 ] || [ $rc = 124 ]; then fail "corrupt tile into an existing store, -n $n: exit $rc"
+    elif ! grep -q "left as it was" "$TMP/err.txt"; then
+        fail "corrupt tile into an existing store, -n $n: message does not say the image is left:"; cat "$TMP/err.txt"
+    fi
+    same_tree "$d/f1" "$TMP/rep$n" "corrupt tile into an existing store, -n $n: store as it was"
+    left=$(find "$TMP/rep$n" -name '*.tmp.*' | head -3)
+    [ -z "$left" ] && pass "corrupt tile into an existing store, -n $n: no temporaries" ||
+        fail "corrupt tile into an existing store, -n $n: temporaries left: $left"
+done
+
 touch "$TMP/a_file"
 check_failure "fuse, unwritable output" "a_file" "$TMP/a_file/out" -- fuse "$d/plate" "$d/s1.yaml" "${FUSE_ARGS[@]}"
 

@@ -2,10 +2,12 @@
 corrupt in a later band) leaves no new store, and an existing store as the
 docs say (docs/fuse.md, "Failed and killed runs"); a fuse killed with
 SIGKILL mid-run and re-run gives the same tree as a clean run (`diff -r`),
-with no temporaries left; an unwritable output is exit 1 and one line naming
+with no temporaries left; a run replacing an existing image (failed, or
+killed mid-way) leaves that image as it was; an unwritable output is exit 1 and one line naming
 the path; estimate's re-run sweeps a killed run's temporary of its shifts
 file, and only that. The plates come from `tessera simulate`; the comparisons are
 diff(1) and file hashes, nothing tessera computes about itself."""
+import glob
 import hashlib
 import os
 import re
@@ -20,7 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from interop_checks import BIN, check, finish, run  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="safety_", dir=os.environ.get("TESSERA_TEST_TMP"))
-# ts_write_file_atomic's temporaries: "<name>.tmp.<pid>.<hex salt>.<n>".
+# ts_write_file_atomic's temporaries, and ts_make_temp_dir's directories (a
+# replacement image being built): "<name>.tmp.<pid>.<hex salt>.<n>".
 TEMP_RE = re.compile(r"\.tmp\.\d+\.[0-9a-f]+\.\d+$")
 
 
@@ -40,7 +43,8 @@ def tree_hashes(root):
 
 
 def temps_under(root):
-    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if TEMP_RE.search(f)]
+    """Temporary files and directories under root."""
+    return [os.path.join(d, f) for d, ds, fs in os.walk(root) for f in fs + ds if TEMP_RE.search(f)]
 
 
 def diff_r(a, b):
@@ -119,18 +123,28 @@ check(p.returncode == 2 and one_line(p.stderr), f"bad layout: exit {p.returncode
 check("replacing" not in p.stderr, f"bad layout: the message speaks of removing an image: {p.stderr!r}")
 check(tree_hashes(store) == before, "bad layout: the existing store changed")
 
-# A/1 exists: a run replacing it removes the old image first, so a failure
-# leaves the image absent (not half-written) and says so; nothing else changes.
+# A/1 exists: a run replacing it builds the new image in a temporary
+# directory beside it and swaps it in only when complete, so a failure leaves
+# the store byte-identical to before (the old image as it was, no temporary
+# directory) and says so.
 p = fuse(BAD, store, "--wells", "A/1", ok=False)
 check(p.returncode == 1 and one_line(p.stderr), f"replaced well: exit {p.returncode}, {p.stderr!r}")
 image = os.path.join(store, "A", "1", "0")
-check(not os.path.exists(image), "replaced well: the partial image was left behind")
-check("replacing is removed" in p.stderr and image in p.stderr,
-      f"replaced well: the message does not say the image is removed: {p.stderr!r}")
+check("left as it was" in p.stderr and image in p.stderr and "removed" not in p.stderr,
+      f"replaced well: the message does not say the image is left as it was: {p.stderr!r}")
 after = tree_hashes(store)
-rest = {k: v for k, v in before.items() if not k.startswith("A/1/0/")}
-check(after == rest, "replaced well: files outside the image changed: "
-      f"{sorted(set(after) ^ set(rest))[:5]}")
+check(after == before, "replaced well: the store changed: "
+      f"added {sorted(set(after) - set(before))[:5]}, removed {sorted(set(before) - set(after))[:5]}, "
+      f"changed {sorted(k for k in before if k in after and before[k] != after[k])[:5]}")
+check(not temps_under(store), f"replaced well: temporaries left: {temps_under(store)[:5]}")
+# Both wells failing: A/1 fails first, B/2 (new) is never begun.
+p = fuse(BAD, store, ok=False)
+check(p.returncode == 1 and tree_hashes(store) == before and not temps_under(store),
+      f"replaced well, two wells: exit {p.returncode}, store changed or temporaries left")
+# A successful replacement gives the store a fresh run gives.
+fuse(SMALL, store, "--wells", "A/1")
+check(tree_hashes(store) == before, "replaced well: a successful re-run changed the store")
+check(not temps_under(store), f"replaced well: temporaries left by a successful run: {temps_under(store)[:5]}")
 
 # --t-out into an existing image cannot be undone: the error says so.
 tstore = path("tout.zarr")
@@ -176,13 +190,14 @@ def fuse_big(out, *more, ok=True):
 
 
 def killed_run(out, blocks_dir, *more):
-    """Starts a fuse, waits until a block file appears under blocks_dir,
-    kills it with SIGKILL. Returns whether it was killed mid-run."""
+    """Starts a fuse, waits until a block file appears under blocks_dir (a
+    glob pattern), kills it with SIGKILL. Returns whether it was killed
+    mid-run."""
     proc = subprocess.Popen([BIN, "fuse", BIG, path("big.yaml"), "-o", out, *BIGFUSE, *more],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
-        if any(files for _, _, files in os.walk(blocks_dir)):
+        if any(files for d in glob.glob(blocks_dir) for _, _, files in os.walk(d)):
             break
         time.sleep(0.002)
     alive = proc.poll() is None
@@ -221,6 +236,35 @@ for fmt, meta in [("0.5", "zarr.json"), ("0.4", ".zattrs")]:
     rc, text = diff_r(clean, killed)
     check(rc == 0, f"{fmt}: killed + re-run differs from a clean run:\n{text[:2000]}")
     check(not temps_under(killed), f"{fmt}: temporaries remain: {temps_under(killed)[:5]}")
+
+# Killed while replacing an existing image (its new image half-built in the
+# temporary directory): the old image is untouched, and the re-run sweeps
+# the dead run's directory and gives a clean run's tree. A directory of that
+# form whose writer is alive, and one of another form, are left alone.
+clean = path("clean0.5.zarr")
+replaced = path("replaced.zarr")
+shutil.copytree(clean, replaced)
+old_image = tree_hashes(os.path.join(clean, "A", "1", "0"))
+was_killed = killed_run(replaced, os.path.join(replaced, "A", "1", "0.tmp.*", "0", "0"))
+staged = glob.glob(os.path.join(replaced, "A", "1", "0.tmp.*"))
+print(f"replacement: killed mid-run: {was_killed}; temporary directories left: {len(staged)}")
+check(tree_hashes(os.path.join(replaced, "A", "1", "0")) == old_image,
+      "replacement: a killed run changed the image it was replacing")
+if was_killed:
+    check(len(staged) == 1 and os.path.isdir(staged[0]),
+          f"replacement: the killed run did not build in one temporary directory: {staged}")
+live_dir = os.path.join(replaced, "A", "1", f"0.tmp.{os.getpid()}.5eed.7")
+other_dir = os.path.join(replaced, "A", "1", "0.tmp.keep")
+for d in (live_dir, other_dir):
+    os.makedirs(os.path.join(d, "0"))
+fuse_big(replaced)
+check(os.path.isdir(live_dir), "replacement: a live writer's temporary directory was removed")
+check(os.path.isdir(other_dir), "replacement: a directory that is not a temporary was removed")
+for d in (live_dir, other_dir):
+    shutil.rmtree(d)
+rc, text = diff_r(clean, replaced)
+check(rc == 0, f"replacement: killed + re-run differs from a clean run:\n{text[:2000]}")
+check(not temps_under(replaced), f"replacement: temporaries remain: {temps_under(replaced)[:5]}")
 
 # --t-out keeps the existing image, so a killed run's temporaries inside its
 # arrays must be swept by the re-run (a live writer's are left alone).
