@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -98,6 +99,48 @@ static void test_atomic_write_leaves_foreign_temporaries(void **state) {
     assert_int_equal(ts_remove_tree(dir, &err), TS_OK);
 }
 
+/* A pid that is not alive: a child that has exited and been reaped. */
+static long dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    waitpid(pid, NULL, 0);
+    return (long)pid;
+}
+
+/* ts_make_temp_dir makes a directory of the temporaries' name form; the
+ * sweep removes such a directory (with what it holds) only when its
+ * writer is dead, and never one of another form. */
+static void test_temp_dirs_and_their_sweep(void **state) {
+    (void)state;
+    char dir[512], img[600], tmp[700], dead[800], keep[700], inner[900];
+    snprintf(dir, sizeof dir, "%s/common-tmpdir-%d", TESSERA_TEST_TMP, (int)getpid());
+    snprintf(img, sizeof img, "%s/0", dir);
+    ts_error err;
+    assert_int_equal(ts_mkdirs(dir, &err), TS_OK);
+    assert_int_equal(ts_make_temp_dir(img, tmp, sizeof tmp, &err), TS_OK);
+    assert_true(ts_is_dir(tmp));
+    const char *base = strrchr(tmp, '/') + 1;
+    assert_true(ts_is_temp_name(base));
+    /* the same name with a dead writer's pid, holding a file */
+    char pidtext[32];
+    snprintf(pidtext, sizeof pidtext, ".tmp.%ld.", (long)getpid());
+    const char *at = strstr(tmp, pidtext);
+    assert_non_null(at);
+    snprintf(dead, sizeof dead, "%.*s.tmp.%ld.%s", (int)(at - tmp), tmp, dead_pid(), at + strlen(pidtext));
+    assert_int_equal(ts_mkdirs(dead, &err), TS_OK);
+    snprintf(inner, sizeof inner, "%s/zarr.json", dead);
+    assert_int_equal(ts_write_file_atomic(inner, "{}", 2, &err), TS_OK);
+    snprintf(keep, sizeof keep, "%s/0.tmp.keep", dir);
+    assert_int_equal(ts_mkdirs(keep, &err), TS_OK);
+    size_t removed = 0;
+    assert_int_equal(ts_sweep_temp_files(dir, false, &removed, &err), TS_OK);
+    assert_false(ts_path_exists(dead));   /* dead writer: gone, contents too */
+    assert_true(ts_is_dir(tmp));          /* this (live) process's: kept */
+    assert_true(ts_is_dir(keep));         /* not tessera's form: kept */
+    assert_true(removed >= 1);
+    assert_int_equal(ts_remove_tree(dir, &err), TS_OK);
+}
+
 static void test_error_context(void **state) {
     (void)state;
     ts_error err;
@@ -113,6 +156,7 @@ int main(void) {
         cmocka_unit_test(test_pool_sums_every_index_once),
         cmocka_unit_test(test_atomic_write_and_read),
         cmocka_unit_test(test_atomic_write_leaves_foreign_temporaries),
+        cmocka_unit_test(test_temp_dirs_and_their_sweep),
         cmocka_unit_test(test_error_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
