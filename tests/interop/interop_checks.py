@@ -2,6 +2,7 @@
 first (a run reports every broken expectation), run the tessera binary, and
 end the test with the right exit status. Not a test itself (CMake runs only
 test_*.py)."""
+import hashlib
 import os
 import subprocess
 import sys
@@ -34,3 +35,15 @@ def finish(more=()):
         print(f"{len(every)} failure(s):\n  " + "\n  ".join(every))
         sys.exit(1)
     print("ok")
+
+
+def tree_digest(root):
+    """{path relative to root: sha256} of every file under root: two trees
+    hold the same files with the same bytes iff their digests are equal."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            full = os.path.join(d, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out

@@ -8,7 +8,6 @@ the path; estimate's re-run sweeps a killed run's temporary of its shifts
 file, and only that. The plates come from `tessera simulate`; the comparisons are
 diff(1) and file hashes, nothing tessera computes about itself."""
 import glob
-import hashlib
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interop_checks import BIN, check, finish, run  # noqa: E402
+from interop_checks import BIN, check, finish, run, tree_digest  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="safety_", dir=os.environ.get("TESSERA_TEST_TMP"))
 # ts_write_file_atomic's temporaries, and ts_make_temp_dir's directories (a
@@ -29,17 +28,6 @@ TEMP_RE = re.compile(r"\.tmp\.\d+\.[0-9a-f]+\.\d+$")
 
 def path(*p):
     return os.path.join(TMP, *p)
-
-
-def tree_hashes(root):
-    """{relative path: sha256} of every file under root."""
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            full = os.path.join(d, f)
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, root)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
 
 
 def temps_under(root):
@@ -103,12 +91,12 @@ check(not os.path.exists(path("new_parent")),
 # -------------------------------------- failed run into an existing plate
 store = path("existing.zarr")
 fuse(SMALL, store, "--wells", "A/1")
-before = tree_hashes(store)
+before = tree_digest(store)
 # B/2 is new in this store: the failed run removes it and its row group.
 p = fuse(BAD, store, "--wells", "B/2", ok=False)
 check(p.returncode == 1 and one_line(p.stderr), f"new well: exit {p.returncode}, {p.stderr!r}")
 check("B/2/001002" in p.stderr, f"new well: message does not name the tile: {p.stderr!r}")
-after = tree_hashes(store)
+after = tree_digest(store)
 check(after == before, "new well: the existing store changed: "
       f"added {sorted(set(after) - set(before))[:5]}, removed {sorted(set(before) - set(after))[:5]}, "
       f"changed {sorted(k for k in before if k in after and before[k] != after[k])[:5]}")
@@ -121,7 +109,7 @@ p = run("fuse", SMALL, path("small.yaml"), "-o", store, "--wells", "A/1", "--chu
         "--shard", "3", ok=False)
 check(p.returncode == 2 and one_line(p.stderr), f"bad layout: exit {p.returncode}, {p.stderr!r}")
 check("replacing" not in p.stderr, f"bad layout: the message speaks of removing an image: {p.stderr!r}")
-check(tree_hashes(store) == before, "bad layout: the existing store changed")
+check(tree_digest(store) == before, "bad layout: the existing store changed")
 
 # A/1 exists: a run replacing it builds the new image in a temporary
 # directory beside it and swaps it in only when complete, so a failure leaves
@@ -132,18 +120,18 @@ check(p.returncode == 1 and one_line(p.stderr), f"replaced well: exit {p.returnc
 image = os.path.join(store, "A", "1", "0")
 check("left as it was" in p.stderr and image in p.stderr and "removed" not in p.stderr,
       f"replaced well: the message does not say the image is left as it was: {p.stderr!r}")
-after = tree_hashes(store)
+after = tree_digest(store)
 check(after == before, "replaced well: the store changed: "
       f"added {sorted(set(after) - set(before))[:5]}, removed {sorted(set(before) - set(after))[:5]}, "
       f"changed {sorted(k for k in before if k in after and before[k] != after[k])[:5]}")
 check(not temps_under(store), f"replaced well: temporaries left: {temps_under(store)[:5]}")
 # Both wells failing: A/1 fails first, B/2 (new) is never begun.
 p = fuse(BAD, store, ok=False)
-check(p.returncode == 1 and tree_hashes(store) == before and not temps_under(store),
+check(p.returncode == 1 and tree_digest(store) == before and not temps_under(store),
       f"replaced well, two wells: exit {p.returncode}, store changed or temporaries left")
 # A successful replacement gives the store a fresh run gives.
 fuse(SMALL, store, "--wells", "A/1")
-check(tree_hashes(store) == before, "replaced well: a successful re-run changed the store")
+check(tree_digest(store) == before, "replaced well: a successful re-run changed the store")
 check(not temps_under(store), f"replaced well: temporaries left by a successful run: {temps_under(store)[:5]}")
 
 # --t-out into an existing image cannot be undone: the error says so.
@@ -244,11 +232,11 @@ for fmt, meta in [("0.5", "zarr.json"), ("0.4", ".zattrs")]:
 clean = path("clean0.5.zarr")
 replaced = path("replaced.zarr")
 shutil.copytree(clean, replaced)
-old_image = tree_hashes(os.path.join(clean, "A", "1", "0"))
+old_image = tree_digest(os.path.join(clean, "A", "1", "0"))
 was_killed = killed_run(replaced, os.path.join(replaced, "A", "1", "0.tmp.*", "0", "0"))
 staged = glob.glob(os.path.join(replaced, "A", "1", "0.tmp.*"))
 print(f"replacement: killed mid-run: {was_killed}; temporary directories left: {len(staged)}")
-check(tree_hashes(os.path.join(replaced, "A", "1", "0")) == old_image,
+check(tree_digest(os.path.join(replaced, "A", "1", "0")) == old_image,
       "replacement: a killed run changed the image it was replacing")
 if was_killed:
     check(len(staged) == 1 and os.path.isdir(staged[0]),
