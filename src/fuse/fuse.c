@@ -10,7 +10,7 @@
 
 #include "common/fs.h"
 #include "fuse/fuse_internal.h"
-#include "fuse/ranks.h"
+#include "mpi/dist.h"
 #include "fuse/run_guard.h"
 #include "shifts/shifts.h"
 
@@ -206,18 +206,17 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
     W->recycle_cap = budget / 8;
     W->kept_cap = budget / 8;
     budget -= W->recycle_cap + W->kept_cap;
-    fuse_stage_fns fns, own_fns;
+    fuse_stage_fns fns;
     fuse_stage_fns_init(W, &fns);
+    /* This rank's bands (all of them in one process): whole shard rows at
+     * every level, so no shard or chunk is written by two ranks. */
     int64_t b0, b1;
-    fuse_rank_bands(W->plan, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &b0, &b1);
-    fuse_rank_fns rank_fns;
-    fuse_plan own;
+    ts_dist_share(W->plan->nbands, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &b0, &b1);
     W->band_end = b1;
-    int64_t nunits = fuse_rank_pipeline(W->plan, W->nt * W->L.Z, b0, b1, &fns, &rank_fns, &own, &own_fns);
     char stage[64];
     snprintf(stage, sizeof stage, "fuse %s", W->plate->wells[W->w].path);
-    return fuse_pipeline_run(&own, nunits, &own_fns, pool, budget, max_blocks, W->opt->progress,
-                             W->opt->progress_user, stage, stats, err);
+    return fuse_pipeline_run(W->plan, W->nt * W->L.Z, b0, b1, &fns, pool, budget, max_blocks,
+                             W->opt->progress, W->opt->progress_user, stage, stats, err);
 }
 
 static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts_error *err) {
@@ -234,12 +233,11 @@ static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts
 
 /* Strips read and blocks written by all ranks; the largest peak. */
 static ts_status sum_stats(const ts_dist *dist, fuse_pipeline_stats *stats, ts_error *err) {
-    int64_t counts[2] = {stats->strips_loaded, stats->blocks_done};
-    uint64_t peak = stats->peak_strip_bytes;
-    ts_status st = ts_dist_sum_i64(dist, counts, 2, err);
-    if (st == TS_OK) st = ts_dist_max_u64(dist, &peak, 1, err);
-    stats->strips_loaded = counts[0], stats->blocks_done = counts[1];
-    stats->peak_strip_bytes = (size_t)peak;
+    int64_t v[3] = {stats->strips_loaded, stats->blocks_done, (int64_t)stats->peak_strip_bytes};
+    const ts_dist_op op[3] = {TS_DIST_SUM, TS_DIST_SUM, TS_DIST_MAX};
+    ts_status st = ts_dist_reduce(dist, v, op, 3, err);
+    stats->strips_loaded = v[0], stats->blocks_done = v[1];
+    stats->peak_strip_bytes = (size_t)v[2];
     return st;
 }
 
@@ -293,7 +291,7 @@ static ts_status well_layout(fuse_well *W, size_t layout_memory, ts_error *err) 
 /* Pass 2: fuse one prepared well (frees its tiles). Under MPI every rank
  * runs it: the first creates the arrays, each fuses its own bands, the first
  * writes the image metadata once all are in and swaps a replacement in
- * (ranks.h). The ts_dist_agree calls are reached by every rank whatever
+ * (docs/mpi.md). The ts_dist_agree calls are reached by every rank whatever
  * failed where (mpi/dist.h). guard (the first rank's; NULL on the others)
  * learns when the well's writes begin, says where they go, and swaps: a
  * failure leaves an existing image as it was. */
@@ -314,7 +312,6 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     fuse_sizing sz = W.sizing;
     const size_t usable = usable_memory(opt->memory);
 
-    bool existing = false;
     ts_status st = fuse_weights_init(&W, err);
     /* Writing begins. A mosaic replacing an existing image is built from
      * scratch in a temporary directory beside it (the guard's choice), so a
@@ -323,14 +320,12 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     char write_path[4400];
     snprintf(write_path, sizeof write_path, "%s", image_path);
     if (st == TS_OK && guard) st = fuse_guard_start_well(guard, index, write_path, sizeof write_path, err);
-    if (st == TS_OK && first) st = fuse_output_open(&W, write_path, &existing, err);
+    if (st == TS_OK && first) st = fuse_output_open(&W, write_path, true, err);
     /* The other ranks open the arrays once the first has created them, at
      * the path it chose. */
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = ts_dist_bcast(dist, write_path, sizeof write_path, 0, err);
-    if (st == TS_OK && !first)
-        st = opt->t_out >= 0 ? fuse_output_open(&W, write_path, &existing, err)
-                             : fuse_output_attach(&W, write_path, err);
+    if (st == TS_OK && !first) st = fuse_output_open(&W, write_path, false, err);
     if (st == TS_OK) st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err);
     if (st == TS_OK) st = scratch_alloc(&W, err);
     if (st == TS_OK) st = run_bands(&W, &sz, usable, pool, &stats, err);

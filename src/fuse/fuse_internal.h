@@ -58,7 +58,6 @@ typedef struct fuse_well {
     int64_t nt;                  /* timepoints processed */
     int64_t t_in0, t_out0;       /* first input / output T index */
     tz_array *out[FUSE_MAX_LEVELS];
-    int64_t chunk_k[FUSE_MAX_LEVELS]; /* chunk side per level */
     fuse_scratch *scratch;       /* per worker */
     int nworkers;
     /* Recycled strip mappings (strips come in a few sizes): saves the page
@@ -87,7 +86,10 @@ ts_status fuse_weights_init(fuse_well *W, ts_error *err);
 void fuse_weights_free(fuse_well *W);
 
 /* output.c: output arrays and block writes. */
-ts_status fuse_output_open(fuse_well *W, const char *image_path, bool *existing, ts_error *err);
+/* Opens the arrays of every level at image_path: create, the first rank:
+ * new arrays, or with --t-out the existing ones checked against this run;
+ * otherwise (the other ranks) those the first rank made. */
+ts_status fuse_output_open(fuse_well *W, const char *image_path, bool create, ts_error *err);
 void fuse_output_close(fuse_well *W);
 ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t_out, int64_t z,
                            int64_t band, int64_t bx, ts_error *err);

@@ -11,11 +11,6 @@
 #include "common/fs.h"
 #include "fuse/fuse_internal.h"
 
-static int64_t gcd64(int64_t a, int64_t b) {
-    while (b) { int64_t t = a % b; a = b; b = t; }
-    return a;
-}
-
 /* Shape of level k along one axis: halved (rounded up) k times. */
 static int64_t level_extent(int64_t n, int k) {
     for (int i = 0; i < k; i++) n = (n + 1) / 2;
@@ -34,7 +29,7 @@ static void level_meta(const fuse_well *W, int k, tz_array_meta *m) {
     m->shape[4] = level_extent(L->canvas_w, k);
     m->dtype = W->out_dtype;
     m->fill_value = 0;
-    int64_t Bk = L->block >> k, ck = gcd64(L->chunk, Bk);
+    int64_t Bk = L->block >> k, ck = L->level_chunk[k];
     if (v3) {
         m->sharded = true;
         int64_t shard[5] = {1, L->C, 1, Bk, Bk}, inner[5] = {1, 1, 1, ck, ck};
@@ -50,15 +45,18 @@ static void level_meta(const fuse_well *W, int k, tz_array_meta *m) {
     tz_meta_set_codec(m, W->opt->codec);
 }
 
-ts_status fuse_output_open(fuse_well *W, const char *image_path, bool *existing, ts_error *err) {
-    *existing = false;
+ts_status fuse_output_open(fuse_well *W, const char *image_path, bool create, ts_error *err) {
     for (int k = 0; k <= W->L.levels; k++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%d", image_path, k);
+        ts_status st;
+        if (!create) {
+            /* Another rank created (or checked) it. */
+            if ((st = tz_array_open(path, &W->out[k], err)) != TS_OK) return st;
+            continue;
+        }
         tz_array_meta want;
         level_meta(W, k, &want);
-        W->chunk_k[k] = gcd64(W->L.chunk, W->L.block >> k);
-        ts_status st;
         if (W->opt->t_out >= 0 && ts_is_dir(path)) {
             /* Writing one timepoint into an existing mosaic: its layout rules. */
             st = tz_array_open(path, &W->out[k], err);
@@ -79,7 +77,6 @@ ts_status fuse_output_open(fuse_well *W, const char *image_path, bool *existing,
             if (m->shape[0] <= W->opt->t_out)
                 return ts_fail(err, TS_ERR_ARG, "%s: --t-out %d is beyond its %lld timepoints", path,
                                W->opt->t_out, (long long)m->shape[0]);
-            *existing = true;
         } else {
             st = tz_array_create(path, &want, &W->out[k], err);
             if (st) return st;
@@ -119,7 +116,7 @@ static ts_status write_chunk(void *user, int64_t i, int worker, ts_error *err) {
     fuse_well *W = J->W;
     tz_array *arr = W->out[J->k];
     const tz_array_meta *m = tz_array_get_meta(arr);
-    int64_t Bk = W->L.block >> J->k, ck = W->chunk_k[J->k];
+    int64_t Bk = W->L.block >> J->k, ck = W->L.level_chunk[J->k];
     int64_t cx = i % J->nx, cy = i / J->nx % J->ny, c = i / (J->nx * J->ny);
     size_t es = W->out_elem;
     const unsigned char *plane = J->block + (size_t)(c * Bk * Bk) * es;
@@ -144,7 +141,7 @@ static ts_status write_chunk(void *user, int64_t i, int worker, ts_error *err) {
 static ts_status write_chunks(fuse_well *W, fuse_scratch *sc, int worker, int k, int64_t t, int64_t z,
                               int64_t band, int64_t bx, ts_error *err) {
     const tz_array_meta *m = tz_array_get_meta(W->out[k]);
-    int64_t Bk = W->L.block >> k, ck = W->chunk_k[k], per = Bk / ck;
+    int64_t Bk = W->L.block >> k, ck = W->L.level_chunk[k], per = Bk / ck;
     /* Chunks of this block inside the array along y and x. */
     int64_t ny = (m->shape[3] - band * Bk + ck - 1) / ck, nx = (m->shape[4] - bx * Bk + ck - 1) / ck;
     if (ny > per) ny = per;

@@ -35,6 +35,7 @@ typedef struct sched {
     const fuse_plan *plan;
     const fuse_stage_fns *fns;
     int64_t nunits, nbx;
+    int64_t b0, nlocal;  /* bands [b0, b0 + nlocal) of the plan are run */
     unit_state **units;  /* allocated when the load cursor enters a unit */
     int64_t u_min;       /* lowest unit not finished */
     int64_t cur_u;       /* load cursor: unit, slot */
@@ -59,8 +60,14 @@ typedef struct sched {
 /* The pipeline the calling thread works for (NULL outside one). */
 static _Thread_local sched *tl_sched;
 
+/* Units are numbered here over the bands run, (t, z) slowest; the stage
+ * functions get the whole plan's number of the same unit. */
 static const fuse_band *unit_band(const sched *S, int64_t u) {
-    return &S->plan->bands[u % S->plan->nbands];
+    return &S->plan->bands[S->b0 + u % S->nlocal];
+}
+
+static int64_t plan_unit(const sched *S, int64_t u) {
+    return (u / S->nlocal) * S->plan->nbands + S->b0 + u % S->nlocal;
 }
 
 static void strip_release(const fuse_stage_fns *fns, fuse_strip *strip) {
@@ -148,14 +155,14 @@ static bool can_load(const sched *S, size_t *estimate) {
      * pipeline cannot stall; anything else waits for budget and window. */
     int64_t first = earliest_unfinished(S);
     if (g <= first) {
-        *estimate = S->fns->strip_estimate(S->fns->user, S->cur_u, slot);
+        *estimate = S->fns->strip_estimate(S->fns->user, plan_unit(S, S->cur_u), slot);
         return true;
     }
     /* Otherwise read ahead a few blocks (at a band's end, into the next
      * band), within the byte budget. The window is counted in blocks, not
      * bands, so what is held does not grow with the canvas width. */
     if (g > first + S->lookahead) return false;
-    *estimate = S->fns->strip_estimate(S->fns->user, S->cur_u, slot);
+    *estimate = S->fns->strip_estimate(S->fns->user, plan_unit(S, S->cur_u), slot);
     return S->held + *estimate <= S->budget;
 }
 
@@ -185,7 +192,7 @@ static void do_load(sched *S, size_t estimate) {
     fuse_strip strip;
     memset(&strip, 0, sizeof strip);
     pthread_mutex_unlock(&S->mu);
-    ts_status st = S->fns->load(S->fns->user, u, slot, &strip, &e);
+    ts_status st = S->fns->load(S->fns->user, plan_unit(S, u), slot, &strip, &e);
     pthread_mutex_lock(&S->mu);
     S->loads_in_flight--;
     S->held = S->held - estimate + strip.bytes;
@@ -212,7 +219,7 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     ts_error e;
     ts_error_clear(&e);
     pthread_mutex_unlock(&S->mu);
-    ts_status st = S->fns->process(S->fns->user, worker, u, bx, strips, n, &e);
+    ts_status st = S->fns->process(S->fns->user, worker, plan_unit(S, u), bx, strips, n, &e);
     pthread_mutex_lock(&S->mu);
     free(strips);
     S->running--;
@@ -315,14 +322,19 @@ static int worker_main(void *user, int64_t index, int worker) {
     return r;
 }
 
-ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
-                            ts_pool *pool, size_t budget, int max_blocks, ts_progress_fn progress,
-                            void *progress_user, const char *stage, fuse_pipeline_stats *stats,
-                            ts_error *err) {
+ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int64_t b1,
+                            const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
+                            ts_progress_fn progress, void *progress_user, const char *stage,
+                            fuse_pipeline_stats *stats, ts_error *err) {
     sched S;
     memset(&S, 0, sizeof S);
+    if (b0 < 0) b0 = 0;
+    if (b1 > plan->nbands) b1 = plan->nbands;
+    const int64_t nunits = b1 > b0 && ntz > 0 ? ntz * (b1 - b0) : 0;
     S.plan = plan;
     S.fns = fns;
+    S.b0 = b0;
+    S.nlocal = b1 - b0;
     S.nunits = nunits;
     S.nbx = plan->L.nbx;
     S.budget = budget;
@@ -331,7 +343,8 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_st
     S.progress = progress;
     S.progress_user = progress_user;
     S.stage = stage;
-    if (nunits <= 0 || plan->nbands <= 0) return TS_OK;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (nunits <= 0) return TS_OK;
     S.units = calloc((size_t)nunits, sizeof *S.units);
     if (!S.units) return ts_fail(err, TS_ERR_NOMEM, "pipeline of %lld units", (long long)nunits);
     pthread_mutex_init(&S.mu, NULL);

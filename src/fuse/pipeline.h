@@ -3,7 +3,7 @@
  * under a memory bound, with every thread doing whichever stage is due.
  *
  * Work is a sequence of *units* (one per (t, z, band)); unit u covers band
- * u % nbands of the plan. A unit's strips (one per plan slot: the rows of a
+ * u % nbands of the plan (a run may take a range of the bands). A unit's strips (one per plan slot: the rows of a
  * tile that fall in the band, all channels) are loaded in plan order, i.e.
  * by first block, so the blocks of a band become ready from left to right;
  * a block is blended, encoded and written as soon as its strips are in, and
@@ -62,14 +62,17 @@ typedef struct fuse_pipeline_stats {
     size_t peak_strip_bytes;
 } fuse_pipeline_stats;
 
-/* Runs units [0, nunits) of plan on pool's threads, at most max_blocks
- * blocks being processed at once (their buffers; >= 1). budget bounds the bytes
+/* Runs bands [b0, b1) of plan for each of ntz (t, z) planes, i.e. the
+ * units (t, z, band) with band in [b0, b1) (all bands in one process; an
+ * MPI rank's share under MPI), on pool's threads. The stage functions get
+ * the unit's number in the whole plan, (t, z) * nbands + band. At most
+ * max_blocks blocks are processed at once (their buffers; >= 1). budget bounds the bytes
  * of strips held (except that the strips the earliest unfinished block
  * needs are always loaded, so the pipeline cannot stall). */
-ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t nunits, const fuse_stage_fns *fns,
-                            ts_pool *pool, size_t budget, int max_blocks, ts_progress_fn progress,
-                            void *progress_user, const char *stage, fuse_pipeline_stats *stats,
-                            ts_error *err);
+ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int64_t b1,
+                            const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
+                            ts_progress_fn progress, void *progress_user, const char *stage,
+                            fuse_pipeline_stats *stats, ts_error *err);
 
 /* Runs fn(user, i, worker, err) for i in [0, n): called from a process
  * stage, it lets pipeline workers that have nothing else to do (no block

@@ -129,6 +129,7 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
     if (L->block >> s->levels < 1)
         return ts_fail(err, TS_ERR_ARG, "block of %lld px is too small for %d pyramid levels",
                        (long long)L->block, s->levels);
+    for (int k = 0; k <= s->levels; k++) L->level_chunk[k] = gcd64(chunk, L->block >> k);
     return TS_OK;
 }
 

@@ -40,6 +40,9 @@ typedef struct fuse_layout {
     int64_t block;         /* block side, px: a multiple of chunk */
     int64_t nbands, nbx;   /* blocks along Y and X */
     int levels;            /* extra pyramid levels */
+    /* Chunk side of level k: gcd(chunk, block >> k), so every level's
+     * chunks tile its block (block >> k) exactly. */
+    int64_t level_chunk[17];
 } fuse_layout;
 
 /* Canvas size = max(origin + size) over tiles; TS_ERR_NUMERIC for negative

@@ -88,66 +88,29 @@ ts_status ts_dist_agree(const ts_dist *d, ts_status st, ts_error *err) {
     return agreed;
 }
 
-ts_status ts_dist_sum_i64(const ts_dist *d, int64_t *v, int n, ts_error *err) {
+ts_status ts_dist_reduce(const ts_dist *d, int64_t *v, const ts_dist_op *op, int n, ts_error *err) {
     if (!d || !d->ops || d->size == 1) return TS_OK;
     int64_t *all = NULL;
     ts_status st = ts_dist_allgatherv(d, v, (size_t)n * sizeof *v, (void **)&all, NULL, err);
     if (st) return st;
     for (int i = 0; i < n; i++) {
-        int64_t s = 0;
-        for (int r = 0; r < d->size; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
-        v[i] = s;
+        int64_t acc = all[i];
+        for (int r = 1; r < d->size; r++) {
+            int64_t x = all[(size_t)r * (size_t)n + (size_t)i];
+            acc = op[i] == TS_DIST_MAX ? (x > acc ? x : acc) : acc + x;
+        }
+        v[i] = acc;
     }
     free(all);
     return TS_OK;
 }
 
-ts_status ts_dist_max_u64(const ts_dist *d, uint64_t *v, int n, ts_error *err) {
-    if (!d || !d->ops || d->size == 1) return TS_OK;
-    uint64_t *all = NULL;
-    ts_status st = ts_dist_allgatherv(d, v, (size_t)n * sizeof *v, (void **)&all, NULL, err);
-    if (st) return st;
-    for (int i = 0; i < n; i++) {
-        uint64_t m = 0;
-        for (int r = 0; r < d->size; r++)
-            if (all[(size_t)r * (size_t)n + (size_t)i] > m) m = all[(size_t)r * (size_t)n + (size_t)i];
-        v[i] = m;
-    }
-    free(all);
-    return TS_OK;
-}
-
-/* Item i goes to the rank whose equal share of the total weight holds the
- * middle of the item: owners never decrease with i, so the shares are
- * contiguous and in rank order. */
-static int owner(int64_t before, int64_t w, int64_t total, int size) {
-    if (total <= 0) return 0;
-    int64_t o = (2 * before + w) * (int64_t)size / (2 * total);
-    return o >= size ? size - 1 : (int)o;
-}
-
-void ts_dist_share(int64_t n, const int64_t *weight, int rank, int size, int64_t *lo, int64_t *hi) {
-    if (size <= 1) {
-        *lo = 0, *hi = n;
+void ts_dist_share(int64_t n, int rank, int size, int64_t *lo, int64_t *hi) {
+    if (size <= 1 || n <= 0) {
+        *lo = 0, *hi = n > 0 ? n : 0;
         return;
     }
-    int64_t total = 0;
-    for (int64_t i = 0; i < n; i++) total += weight ? weight[i] : 1;
-    if (total <= 0) { /* all weights zero: by count */
-        weight = NULL;
-        total = n;
-    }
-    *lo = n, *hi = n;
-    int64_t before = 0;
-    bool lo_set = false;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t w = weight ? weight[i] : 1;
-        int o = owner(before, w, total, size);
-        if (!lo_set && o >= rank) *lo = i, lo_set = true;
-        if (o > rank) {
-            *hi = i;
-            return;
-        }
-        before += w;
-    }
+    /* n * rank / size without overflow for any plate (n < 2^40, size < 2^20). */
+    *lo = n / size * rank + n % size * rank / size;
+    *hi = n / size * (rank + 1) + n % size * (rank + 1) / size;
 }

@@ -53,14 +53,13 @@ ts_status ts_dist_allgatherv(const ts_dist *d, const void *mine, size_t n, void 
 /* Rank root's n bytes at buf copied into every rank's buf. */
 ts_status ts_dist_bcast(const ts_dist *d, void *buf, size_t n, int root, ts_error *err);
 
-/* v[0..n) summed over the ranks (in place, on every rank). */
-ts_status ts_dist_sum_i64(const ts_dist *d, int64_t *v, int n, ts_error *err);
-/* v[0..n) maximum over the ranks (in place, on every rank). */
-ts_status ts_dist_max_u64(const ts_dist *d, uint64_t *v, int n, ts_error *err);
+/* v[i] combined over the ranks by op[i] (sum or maximum), in place on
+ * every rank; one collective for all n values. */
+typedef enum ts_dist_op { TS_DIST_SUM, TS_DIST_MAX } ts_dist_op;
+ts_status ts_dist_reduce(const ts_dist *d, int64_t *v, const ts_dist_op *op, int n, ts_error *err);
 
-/* The contiguous share [*lo, *hi) of rank r among size ranks of n items
- * weighted by weight[i] (NULL = 1 each): split where the running weight
- * crosses r/size of the total, so the shares are balanced and in order. */
-void ts_dist_share(int64_t n, const int64_t *weight, int rank, int size, int64_t *lo, int64_t *hi);
+/* The contiguous share [*lo, *hi) of rank `rank` among size ranks of n
+ * items: in rank order, covering [0, n), sizes within one of each other. */
+void ts_dist_share(int64_t n, int rank, int size, int64_t *lo, int64_t *hi);
 
 #endif

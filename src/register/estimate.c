@@ -425,7 +425,7 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
      * bands of grid columns, so its tiles are mostly its own (a tile on a
      * share's border is read by both ranks). The cache counts only this
      * rank's uses, so a tile is dropped after its last use here. */
-    ts_dist_share(c->nedges, NULL, ts_dist_rank(opt->dist), ts_dist_size(opt->dist), &c->first,
+    ts_dist_share(c->nedges, ts_dist_rank(opt->dist), ts_dist_size(opt->dist), &c->first,
                   &c->nlocal);
     c->nlocal -= c->first;
     int *uses = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *uses);
@@ -518,13 +518,12 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
  * the cache peak the largest over the ranks. */
 static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
-    int64_t loads = cs.loads;
-    uint64_t peak = cs.peak_bytes;
-    ts_status st = ts_dist_sum_i64(c->opt->dist, &loads, 1, err);
-    if (st == TS_OK) st = ts_dist_max_u64(c->opt->dist, &peak, 1, err);
+    int64_t v[2] = {cs.loads, (int64_t)cs.peak_bytes};
+    const ts_dist_op op[2] = {TS_DIST_SUM, TS_DIST_MAX};
+    ts_status st = ts_dist_reduce(c->opt->dist, v, op, 2, err);
     if (st == TS_OK) st = ts_dist_bcast(c->opt->dist, result, sizeof *result, 0, err);
-    result->tile_reads = loads;
-    result->peak_cache_bytes = (size_t)peak;
+    result->tile_reads = v[0];
+    result->peak_cache_bytes = (size_t)v[1];
     return st;
 }
 

@@ -187,7 +187,8 @@ static ts_status fake_process(void *user, int worker, int64_t unit, int64_t bx,
     return TS_OK;
 }
 
-static void run_fake(int threads, size_t budget, int max_blocks) {
+/* Runs bands [b0, b1) (b1 < 0: to the end) of 3 (t, z) planes. */
+static void run_fake(int threads, size_t budget, int max_blocks, int64_t b0, int64_t b1) {
     fuse_tile t[9];
     grid_tiles(t);
     int64_t h, w;
@@ -196,7 +197,8 @@ static void run_fake(int threads, size_t budget, int max_blocks) {
     fuse_layout L = layout(h, w, 16, 2);
     fuse_plan *p;
     assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
-    const int64_t nunits = 3 * p->nbands; /* e.g. 3 timepoints */
+    const int64_t nunits = 3 * p->nbands; /* e.g. 3 timepoints; the plan's numbering */
+    if (b1 < 0) b1 = p->nbands;
     fake F = {.plan = p, .maxslots = 9};
     pthread_mutex_init(&F.mu, NULL);
     F.loads = calloc((size_t)(nunits * 9), sizeof(int));
@@ -204,16 +206,19 @@ static void run_fake(int threads, size_t budget, int max_blocks) {
     fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = fake_process, .user = &F};
     ts_pool *pool = ts_pool_create(threads);
     fuse_pipeline_stats st;
-    assert_int_equal(fuse_pipeline_run(p, nunits, &fns, pool, budget, max_blocks, NULL, NULL, "t", &st, &err), TS_OK);
+    assert_int_equal(fuse_pipeline_run(p, 3, b0, b1, &fns, pool, budget, max_blocks, NULL, NULL, "t", &st, &err), TS_OK);
+    /* The stage functions see the plan's unit numbers: each unit of the
+     * bands run is loaded and processed once, no other unit at all. */
     for (int64_t u = 0; u < nunits; u++) {
         const fuse_band *band = &p->bands[u % p->nbands];
-        for (int s = 0; s < 9; s++) assert_int_equal(F.loads[u * 9 + s], s < band->nslots ? 1 : 0);
-        for (int64_t bx = 0; bx < L.nbx; bx++) assert_int_equal(F.blocks[u * L.nbx + bx], 1);
+        const int in = u % p->nbands >= b0 && u % p->nbands < b1;
+        for (int s = 0; s < 9; s++) assert_int_equal(F.loads[u * 9 + s], in && s < band->nslots ? 1 : 0);
+        for (int64_t bx = 0; bx < L.nbx; bx++) assert_int_equal(F.blocks[u * L.nbx + bx], in);
     }
-    assert_int_equal(st.blocks_done, nunits * L.nbx);
+    assert_int_equal(st.blocks_done, 3 * (b1 - b0) * L.nbx);
     /* never more blocks at once than allowed (their buffers are what
      * --memory holds) */
-    assert_true(F.most_running >= 1 && F.most_running <= max_blocks);
+    assert_true(F.most_running <= max_blocks && (F.most_running >= 1) == (b1 > b0));
     ts_pool_destroy(pool);
     free(F.loads);
     free(F.blocks);
@@ -223,12 +228,15 @@ static void run_fake(int threads, size_t budget, int max_blocks) {
 
 static void test_pipeline_loads_once_and_never_stalls(void **state) {
     (void)state;
-    run_fake(1, (size_t)1 << 30, 1);
-    run_fake(4, (size_t)1 << 30, 4);
-    run_fake(4, (size_t)1 << 30, 2); /* more threads than blocks the memory holds */
-    run_fake(4, (size_t)1 << 30, 1);
-    run_fake(1, 1, 1); /* a budget smaller than any strip: still completes */
-    run_fake(3, 1, 3);
+    run_fake(1, (size_t)1 << 30, 1, 0, -1);
+    run_fake(4, (size_t)1 << 30, 4, 0, -1);
+    run_fake(4, (size_t)1 << 30, 2, 0, -1); /* more threads than blocks the memory holds */
+    run_fake(4, (size_t)1 << 30, 1, 0, -1);
+    run_fake(1, 1, 1, 0, -1); /* a budget smaller than any strip: still completes */
+    run_fake(3, 1, 3, 0, -1);
+    run_fake(2, (size_t)1 << 30, 2, 1, -1); /* an MPI rank's bands: from 1 on */
+    run_fake(2, 1, 2, 1, 2);                /* one band in the middle */
+    run_fake(2, (size_t)1 << 30, 2, 2, 2);  /* no band: nothing runs */
 }
 
 static ts_status failing_process(void *user, int worker, int64_t unit, int64_t bx,
@@ -257,7 +265,7 @@ static void test_pipeline_reports_first_error(void **state) {
     F.loads = calloc((size_t)(p->nbands * 9), sizeof(int));
     fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = failing_process, .user = &F};
     ts_pool *pool = ts_pool_create(2);
-    assert_int_equal(fuse_pipeline_run(p, p->nbands, &fns, pool, 1 << 20, 2, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
+    assert_int_equal(fuse_pipeline_run(p, 1, 0, p->nbands, &fns, pool, 1 << 20, 2, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
     assert_string_equal(err.message, "disk full at block 1");
     ts_pool_destroy(pool);
     free(F.loads);
