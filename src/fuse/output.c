@@ -2,11 +2,9 @@
  * level-0 block, then each pyramid level downsampled from the one before,
  * all from the same worker's buffers, so the pyramid streams with the
  * mosaic and no level ever needs a second pass. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/fs.h"
 #include "fuse/fuse_internal.h"
@@ -92,12 +90,6 @@ void fuse_output_close(fuse_well *W) {
     }
 }
 
-static bool all_zero(const unsigned char *p, size_t n) {
-    /* p[0] == 0 and every byte equals the one before it: memcmp's vector
-     * loop instead of a byte loop (a 512 x 512 chunk per call). */
-    return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
-}
-
 /* One level of one block, written as its 0.4 chunks by whichever pipeline
  * workers are free (fuse_pipeline_share): item i is chunk (c, cy, cx) of
  * the ny x nx chunks of the block that lie in the array. */
@@ -109,13 +101,11 @@ typedef struct chunk_job {
     int64_t ny, nx;
 } chunk_job;
 
-/* An all-zero chunk is not stored (reads as the fill value); a stale one
- * from an earlier run is removed so re-runs give the same store. */
+/* (An all-zero chunk is not stored: the zarr layer skips all-fill blocks.) */
 static ts_status write_chunk(void *user, int64_t i, int worker, ts_error *err) {
     const chunk_job *J = user;
     fuse_well *W = J->W;
     tz_array *arr = W->out[J->k];
-    const tz_array_meta *m = tz_array_get_meta(arr);
     int64_t Bk = W->L.block >> J->k, ck = W->L.level_chunk[J->k];
     int64_t cx = i % J->nx, cy = i / J->nx % J->ny, c = i / (J->nx * J->ny);
     size_t es = W->out_elem;
@@ -125,14 +115,6 @@ static ts_status write_chunk(void *user, int64_t i, int worker, ts_error *err) {
         memcpy(dst + (size_t)(r * ck) * es, plane + (size_t)((cy * ck + r) * Bk + cx * ck) * es, (size_t)ck * es);
     int64_t per = Bk / ck;
     int64_t idx[5] = {J->t, c, J->z, J->band * per + cy, J->bx * per + cx};
-    if (all_zero(dst, (size_t)(ck * ck) * es)) {
-        char key[256], file[4400];
-        tz_chunk_key(m, idx, key, sizeof key);
-        snprintf(file, sizeof file, "%s/%s", tz_array_path(arr), key);
-        if (unlink(file) != 0 && errno != ENOENT)
-            return ts_fail(err, TS_ERR_IO, "cannot remove stale chunk '%s': %s", file, strerror(errno));
-        return TS_OK;
-    }
     return tz_array_write_block(arr, idx, dst, err);
 }
 

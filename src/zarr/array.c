@@ -233,22 +233,25 @@ ts_status tz_array_write_block_parallel(tz_array *arr, const int64_t *idx, const
     block_file(arr, idx, key, sizeof key, file, sizeof file);
     void *enc = NULL;
     size_t size = 0;
-    ts_status st;
+    ts_status st = TS_OK;
+    /* A block holding only the fill value is not stored (it reads as the
+     * fill), and one an earlier write left there is removed, so a re-run
+     * gives the same store. A shard knows it from its inner chunks. */
+    bool empty = false;
     if (m->sharded) {
-        bool empty = false;
         st = tz_shard_encode(arr, data, key, par, &enc, &size, &empty, err);
         if (st) return st;
-        if (empty) {
-            if (unlink(file) != 0 && errno != ENOENT)
-                return ts_fail(err, TS_ERR_IO, "cannot remove empty shard '%s': %s", file, strerror(errno));
-            return TS_OK;
-        }
-    } else {
+    } else if (!(empty = tz_all_fill(arr, data, (size_t)tz_prod(m->ndim, m->chunk)))) {
         st = tz_encode_chunk(&m->codecs, m->dtype, m->big_endian, m->ndim, m->chunk, data, &enc, &size, err);
         if (st) {
             ts_fail_context(err, st, "zarr array '%s', chunk '%s'", arr->path, key);
             return st;
         }
+    }
+    if (empty) {
+        if (unlink(file) != 0 && errno != ENOENT)
+            return ts_fail(err, TS_ERR_IO, "cannot remove the stale block '%s' (all fill now): %s", file, strerror(errno));
+        return TS_OK;
     }
     st = ts_write_file_atomic(file, enc, size, err);
     free(enc);

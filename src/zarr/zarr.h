@@ -129,10 +129,10 @@ ts_status tz_array_read(const tz_array *arr, const int64_t *start, const int64_t
 /* Writes one whole storage block (chunk, or shard when sharded) at block
  * index idx. data holds the full block shape in C order, native endian; the
  * parts beyond the array edge must already hold the fill value (padding).
- * For sharded arrays, inner chunks equal to the fill value everywhere are
- * stored as the empty sentinel; a shard of only such chunks is not written
- * (and an existing one removed). Encoded into memory, written to a temporary
- * name, renamed. Thread-safe for distinct idx. */
+ * A block equal to the fill value everywhere is not written (and an
+ * existing one removed): it reads as the fill. In a shard, such inner
+ * chunks are stored as the empty sentinel. Encoded into memory, written to
+ * a temporary name, renamed. Thread-safe for distinct idx. */
 ts_status tz_array_write_block(tz_array *arr, const int64_t *idx, const void *data,
                                ts_error *err);
 
