@@ -210,6 +210,7 @@ for fmt, meta in [("0.5", "zarr.json"), ("0.4", ".zattrs")]:
     was_killed = killed_run(killed, os.path.join(killed, "A", "1", "0", "0"), "--format", fmt)
     left = temps_under(killed)
     print(f"{fmt}: killed mid-run: {was_killed}; temporaries left by the kill: {len(left)}")
+    check(was_killed, "the run ended before it could be killed: the re-run checks below compare a complete run with itself")
     # Stale temporaries of a dead writer where the run writes metadata, and
     # files that are not tessera's temporaries (never touched).
     dead = dead_pid()
@@ -236,6 +237,7 @@ old_image = tree_digest(os.path.join(clean, "A", "1", "0"))
 was_killed = killed_run(replaced, os.path.join(replaced, "A", "1", "0.tmp.*", "0", "0"))
 staged = glob.glob(os.path.join(replaced, "A", "1", "0.tmp.*"))
 print(f"replacement: killed mid-run: {was_killed}; temporary directories left: {len(staged)}")
+check(was_killed, "the run ended before it could be killed: the re-run checks below compare a complete run with itself")
 check(tree_digest(os.path.join(replaced, "A", "1", "0")) == old_image,
       "replacement: a killed run changed the image it was replacing")
 if was_killed:
@@ -265,6 +267,7 @@ fuse_big(clean, "--t-out", "0")
 blocks_t0 = os.path.join(killed, "A", "1", "0", "0", "c", "0")  # v3 keys c/t/c/z/y/x
 was_killed = killed_run(killed, blocks_t0, "--t-out", "0")
 print(f"--t-out: killed mid-run: {was_killed}; temporaries left by the kill: {len(temps_under(killed))}")
+check(was_killed, "the run ended before it could be killed: the re-run checks below compare a complete run with itself")
 shard_dir = os.path.join(killed, "A", "1", "0", "0", "c", "1", "0", "0", "0")
 stale = plant(shard_dir, "0", dead_pid())
 live = plant(shard_dir, "1", os.getpid())  # this test is alive: may still rename it
