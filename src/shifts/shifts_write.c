@@ -343,10 +343,11 @@ ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err) {
     puts_(&b, "# tessera shifts: integer tile origins [y, x] (min over a well = 0) and the\n"
               "# pairwise measurements they were solved from.\n");
     write_translation(&b, s);
-    write_confidence(&b, s);
     write_layout(&b, s);
     write_tiles(&b, s);
     write_pairs(&b, s);
+    /* After pairs, which it repeats: readers that know pairs skip it. */
+    write_confidence(&b, s);
     write_positions(&b, s);
     write_residuals(&b, s);
     write_outliers(&b, s);
