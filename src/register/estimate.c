@@ -19,6 +19,7 @@
 #include "mpi/dist.h"
 #include "ome/ome.h"
 #include "register/estimate_internal.h"
+#include "solve/solve.h"
 #include "register/register.h"
 #include "register/tile_cache.h"
 #include "shifts/shifts.h"
@@ -501,7 +502,15 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
         if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0)
             return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
     }
-    if ((st = ts_estimate_place(s, (int)c->h, (int)c->w, c->guess, opt, result, err)) != TS_OK) return st;
+    /* The solve: nominal pitch (tile size minus overlap), or the guess, as
+     * targets and the fallback for tiles no pair reaches. */
+    ts_solve_summary sum;
+    if ((st = ts_solve_wells(s, (double)(c->h - opt->overlap_y), (double)(c->w - opt->overlap_x), c->guess,
+                             &opt->solve, opt->threads, &sum, err)) != TS_OK)
+        return st;
+    result->outlier_pairs = sum.outliers;
+    result->isolated_tiles = sum.isolated;
+    result->max_components = sum.max_components;
     if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
 
     result->wells = c->plate->nwells;

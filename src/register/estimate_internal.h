@@ -6,15 +6,6 @@
 #include "shifts/shifts.h"
 #include "tessera/tessera.h"
 
-/* Turns the pairwise measurements in s into tile origins (total_translation,
- * positions, outliers, residuals) for every well: the global solve with
- * opt->solve. h, w: the oriented tile shape (nominal pitch = size - overlap,
- * the initial guess and the fallback for tiles without usable edges); guess
- * (may be NULL): the read opt->solve.guess, which replaces grid x pitch.
- * Adds the solve's counts to result (may be NULL). */
-ts_status ts_estimate_place(ts_shifts *s, int h, int w, const ts_shifts *guess, const ts_estimate_options *opt,
-                            ts_estimate_result *result, ts_error *err);
-
 /* Reads the guess file `path` (opt->solve.guess) and the guessed origin of
  * every tile of the plate into *origin (malloc'd, indexed tile_base[well] +
  * position). TS_ERR_FORMAT naming the first tile the guess does not place.

@@ -26,11 +26,6 @@ static int uf_find(int *parent, int i) {
     return i;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* Translates every group so that the mean of its positions is the mean of
  * its targets (a group of one lands on its target). */
 void ts_solve_apply_gauge(int n, const int *comp, int ncomp, const double (*target)[2], double (*pos)[2],
@@ -93,14 +88,13 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
     int *size = malloc(nn * sizeof *size), *unknown = malloc(nn * sizeof *unknown);
     int *ea = malloc(mm * sizeof *ea), *eb = malloc(mm * sizeof *eb);
     unsigned char *usable = malloc(mm);
-    double *norms = malloc(mm * sizeof *norms);
     ts_laplacian *lap = NULL;
     out->position = malloc(nn * sizeof *out->position);
     out->origin = malloc(nn * sizeof *out->origin);
     out->outlier = calloc(mm, sizeof *out->outlier);
     out->residual = malloc(mm * sizeof *out->residual);
     if (!target || !pos || !prev || !acc || !d || !w0 || !w || !parent || !comp || !size || !unknown || !ea ||
-        !eb || !usable || !norms || !out->position || !out->origin || !out->outlier || !out->residual) {
+        !eb || !usable || !out->position || !out->origin || !out->outlier || !out->residual) {
         st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for %d tiles", n);
         goto done;
     }
@@ -124,7 +118,6 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
         d[e][0] = q->dy;
         d[e][1] = q->dx;
         usable[e] = q->a != q->b;
-        out->unusable += !usable[e];
         w0[e] = w[e] = ts_solve_edge_weight(opt, q->confidence);
         if (usable[e]) {
             int ra = uf_find(parent, q->a), rb = uf_find(parent, q->b);
@@ -166,7 +159,6 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
     free(c.adj_edge);
     if (st) goto done;
 
-    int nnorm = 0;
     for (int e = 0; e < m; e++) {
         if (!usable[e]) {
             out->residual[e][0] = out->residual[e][1] = NAN;
@@ -177,14 +169,9 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
         out->residual[e][0] = ry;
         out->residual[e][1] = rx;
         double r = sqrt(ry * ry + rx * rx);
-        norms[nnorm++] = r;
+        if (r > out->max_residual) out->max_residual = r;
         out->outlier[e] = r > opt->outlier_px;
         out->noutliers += out->outlier[e];
-    }
-    if (nnorm > 0) {
-        qsort(norms, (size_t)nnorm, sizeof *norms, cmp_double);
-        out->median_residual = nnorm % 2 ? norms[nnorm / 2] : 0.5 * (norms[nnorm / 2 - 1] + norms[nnorm / 2]);
-        out->max_residual = norms[nnorm - 1];
     }
     /* The well frame: min position 0 per axis; origins are rounded positions. */
     double miny = INFINITY, minx = INFINITY;
@@ -215,7 +202,6 @@ done:
     free(ea);
     free(eb);
     free(usable);
-    free(norms);
     if (st) ts_solve_result_free(out);
     return st;
 }

@@ -51,9 +51,8 @@ typedef struct ts_solve_result {
     double max_change;      /* px, the last IRLS step's largest position change */
     int components;         /* connected groups, isolated tiles included */
     int isolated;           /* tiles with no usable pair (placed at their target) */
-    int unusable;           /* pairs skipped: a == b */
     int noutliers;
-    double median_residual, max_residual; /* of the 2-D residual norms, px */
+    double max_residual;    /* the largest 2-D residual norm, px */
 } ts_solve_result;
 
 /* Solves one well. On success fills *out (free with ts_solve_result_free).
@@ -75,30 +74,28 @@ void ts_solve_pitch_from_pairs(const ts_well_shifts *w, bool names_yx, double *p
  * has_origin of every tile, outlier/ry/rx of every pair. Grid from the
  * position names (s->names_yx). Pitch per axis: pitch_y/pitch_x if > 0, else
  * from the pairs, else from s->tile_shape; TS_ERR_ARG if still unknown and
- * needed. stats may be NULL; its arrays are not kept (only the counters). */
-ts_status ts_solve_well(ts_shifts *s, int well, double pitch_y, double pitch_x,
-                        const ts_solve_options *opt, ts_solve_result *stats, ts_error *err);
-
-/* ts_solve_well with the guess already read (opt->guess, if set, only names
- * it in messages): targets are the guessed origins (ts_shifts_guess_origin;
- * TS_ERR_FORMAT naming the first tile it lacks). guess NULL: grid x pitch.
- * ts_solve_well reads opt->guess itself; ts_solve_wells reads it once. */
+ * needed. Targets (initial guess, anchors, where pair-less tiles go): the
+ * guessed origins (ts_shifts_guess_origin; TS_ERR_FORMAT naming the first
+ * tile it lacks; opt->guess only names the file in messages), or with
+ * guess NULL grid x pitch. stats may be NULL; its arrays are not kept (only
+ * the counters). */
 ts_status ts_solve_well_guess(ts_shifts *s, int well, double pitch_y, double pitch_x, const ts_shifts *guess,
                               const ts_solve_options *opt, ts_solve_result *stats, ts_error *err);
 
 /* Totals of ts_solve_wells / ts_solve_file_ex, for the CLI's --json. */
 typedef struct ts_solve_summary {
-    int wells, tiles, pairs, outliers, isolated, components;
+    int wells, tiles, pairs, outliers, isolated, components, max_components;
     int max_iterations_used;
     bool converged;  /* every well converged (always true for L2) */
     double seconds;  /* solve only, without reading/writing (wall clock) */
 } ts_solve_summary;
 
-/* ts_solve_well for every well, `threads` wells at a time (0 = all cores;
- * each well's solve is single-threaded). On failure the error of the first
- * failing well (in well order). summary may be NULL. */
-ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_solve_options *opt,
-                         int threads, ts_solve_summary *summary, ts_error *err);
+/* ts_solve_well_guess for every well, `threads` wells at a time (0 = all
+ * cores; each well's solve is single-threaded). guess: already read, or
+ * NULL to read opt->guess (if set) here. On failure the error of the first
+ * failing well (in well order), naming it. summary may be NULL. */
+ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_shifts *guess,
+                         const ts_solve_options *opt, int threads, ts_solve_summary *summary, ts_error *err);
 
 /* ts_solve_file with a tile shape for files without tile_shape (0 = none),
  * a thread count for the wells (0 = all cores) and an optional summary. */

@@ -59,17 +59,6 @@ static ts_status guess_targets(const ts_shifts *guess, const char *path, const t
     return TS_OK;
 }
 
-ts_status ts_solve_well(ts_shifts *s, int wi, double pitch_y, double pitch_x, const ts_solve_options *opt,
-                        ts_solve_result *stats, ts_error *err) {
-    if (!opt->guess) return ts_solve_well_guess(s, wi, pitch_y, pitch_x, NULL, opt, stats, err);
-    ts_shifts *guess = NULL;
-    ts_status st = ts_shifts_read(opt->guess, &guess, err);
-    if (st) return ts_fail_context(err, st, "reading the guess");
-    st = ts_solve_well_guess(s, wi, pitch_y, pitch_x, guess, opt, stats, err);
-    ts_shifts_free(guess);
-    return st;
-}
-
 ts_status ts_solve_well_guess(ts_shifts *s, int wi, double pitch_y, double pitch_x, const ts_shifts *guess,
                               const ts_solve_options *opt, ts_solve_result *stats, ts_error *err) {
     if (wi < 0 || wi >= s->nwells) return ts_fail(err, TS_ERR_ARG, "solve: no well %d", wi);
@@ -170,11 +159,13 @@ static int solve_one_well(void *user, int64_t i, int worker) {
     wells_job *j = user;
     j->status[i] = ts_solve_well_guess(j->s, (int)i, j->pitch_y, j->pitch_x, j->guess, j->opt, &j->res[i],
                                        &j->errs[i]);
+    if (j->status[i] != TS_OK && !strstr(j->errs[i].message, j->s->wells[i].well))
+        ts_fail_context(&j->errs[i], j->status[i], "solving well %s", j->s->wells[i].well);
     return j->status[i] != TS_OK;
 }
 
-ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_solve_options *opt, int threads,
-                         ts_solve_summary *summary, ts_error *err) {
+ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_shifts *given_guess,
+                         const ts_solve_options *opt, int threads, ts_solve_summary *summary, ts_error *err) {
     int nw = s->nwells;
     size_t n = (size_t)(nw ? nw : 1);
     wells_job j = {.s = s, .pitch_y = pitch_y, .pitch_x = pitch_x, .opt = opt,
@@ -189,11 +180,11 @@ ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_
         st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory");
         goto done;
     }
-    if (opt->guess && (st = ts_shifts_read(opt->guess, &guess, err)) != TS_OK) {
+    if (!given_guess && opt->guess && (st = ts_shifts_read(opt->guess, &guess, err)) != TS_OK) {
         ts_fail_context(err, st, "reading the guess");
         goto done;
     }
-    j.guess = guess;
+    j.guess = given_guess ? given_guess : guess;
     double t0 = now_s();
     /* Wells not reached after a failure keep status TS_OK and are ignored. */
     ts_pool_for(pool, nw, solve_one_well, &j);
@@ -214,6 +205,7 @@ ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_
             sum.outliers += r->noutliers;
             sum.isolated += r->isolated;
             sum.components += r->components;
+            if (r->components > sum.max_components) sum.max_components = r->components;
             if (r->iterations > sum.max_iterations_used) sum.max_iterations_used = r->iterations;
             sum.converged &= r->converged;
         }
@@ -254,7 +246,7 @@ ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_
         s->tile_shape[1] = tile_w;
     }
     ts_solve_summary sum;
-    if ((st = ts_solve_wells(s, 0, 0, opt, threads, &sum, err))) {
+    if ((st = ts_solve_wells(s, 0, 0, NULL, opt, threads, &sum, err))) {
         ts_fail_context(err, st, "%s", pairs_yaml);
         ts_shifts_free(s);
         return st;

@@ -598,9 +598,9 @@ static void test_well_error_without_ts_error(void **state) {
     ts_shifts_add_pair(s, w, 0, 1, 0.5, 1000.0, 0.9);
     ts_solve_options o;
     ts_solve_options_init(&o);
-    assert_int_equal(ts_solve_well(s, w, 0, 0, &o, NULL, NULL), TS_ERR_ARG);
+    assert_int_equal(ts_solve_well_guess(s, w, 0, 0, NULL, &o, NULL, NULL), TS_ERR_ARG);
     ts_error err = {0};
-    assert_int_equal(ts_solve_well(s, w, 0, 0, &o, NULL, &err), TS_ERR_ARG);
+    assert_int_equal(ts_solve_well_guess(s, w, 0, 0, NULL, &o, NULL, &err), TS_ERR_ARG);
     assert_non_null(strstr(err.message, "tile_shape"));
     ts_shifts_free(s);
 }
@@ -631,8 +631,8 @@ static void test_wells_parallel(void **state) {
     ts_solve_options_init(&o);
     ts_solve_summary sa, sb;
     ts_error err = {0};
-    assert_int_equal(ts_solve_wells(a, 0, 0, &o, 1, &sa, &err), TS_OK);
-    assert_int_equal(ts_solve_wells(b, 0, 0, &o, 3, &sb, &err), TS_OK);
+    assert_int_equal(ts_solve_wells(a, 0, 0, NULL, &o, 1, &sa, &err), TS_OK);
+    assert_int_equal(ts_solve_wells(b, 0, 0, NULL, &o, 3, &sb, &err), TS_OK);
     assert_int_equal(sa.wells, 3);
     assert_int_equal(sa.tiles, sb.tiles);
     assert_int_equal(sa.outliers, sb.outliers);
@@ -642,7 +642,7 @@ static void test_wells_parallel(void **state) {
     }
     /* A failing well is reported by name. */
     a->wells[1].pairs[4].dx = NAN;
-    assert_int_equal(ts_solve_wells(a, 0, 0, &o, 3, NULL, &err), TS_ERR_NUMERIC);
+    assert_int_equal(ts_solve_wells(a, 0, 0, NULL, &o, 3, NULL, &err), TS_ERR_NUMERIC);
     assert_non_null(strstr(err.message, "A/2"));
     ts_shifts_free(a);
     ts_shifts_free(b);
