@@ -33,7 +33,7 @@ static int read_tile(void *user, int64_t i, int worker) {
     job *J = user;
     tz_array *a;
     ts_error err;
-    if (ts_plate_open_array(J->plate, J->pos[i][0], J->pos[i][1], 0, &a, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
+    if (ts_plate_open_array(J->plate, J->pos[i][0], J->pos[i][1], 0, NULL, &a, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
     const tz_array_meta *m = tz_array_get_meta(a);
     int64_t start[TZ_MAX_DIM] = {0};
     size_t n = ts_dtype_size(m->dtype);

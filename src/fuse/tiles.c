@@ -30,8 +30,7 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
     ts_image_meta meta;
     char path[4200];
     ts_plate_image_path(W->plate, W->w, t->position, path, sizeof path);
-    if (ts_plate_image_meta(W->plate, W->w, t->position, &meta, err) != TS_OK) return 1;
-    if (ts_image_open_array(path, &meta, 0, &arr, err) != TS_OK) return 1;
+    if (ts_plate_open_array(W->plate, W->w, t->position, 0, &meta, &arr, err) != TS_OK) return 1;
     const tz_array_meta *m = tz_array_get_meta(arr);
     int rc = 0;
     /* Any axis subset with y and x (yx, cyx, zyx, czyx, tczyx): absent

@@ -246,12 +246,13 @@ ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta
     return TS_OK;
 }
 
-ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level, tz_array **out,
-                              ts_error *err) {
-    ts_image_meta meta;
-    ts_status st = ts_plate_image_meta(plate, w, p, &meta, err);
+ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level, ts_image_meta *meta,
+                              tz_array **out, ts_error *err) {
+    ts_image_meta own;
+    if (!meta) meta = &own;
+    ts_status st = ts_plate_image_meta(plate, w, p, meta, err);
     if (st != TS_OK) return st;
     char path[4200];
     ts_plate_image_path(plate, w, p, path, sizeof path);
-    return ts_image_open_array(path, &meta, level, out, err);
+    return ts_image_open_array(path, meta, level, out, err);
 }

@@ -84,10 +84,12 @@ ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err
 ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta *meta,
                               ts_error *err);
 
-/* Opens array `level` ("0" = full resolution) of well w, position p. The
- * array's rank must match the image's axes (and v3 dimension_names, when
- * given, their names); otherwise TS_ERR_FORMAT naming the array path. */
-ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level,
+/* Opens array `level` ("0" = full resolution) of well w, position p, and
+ * gives the image metadata it was opened by (meta may be NULL): the one
+ * way to open a tile, reading its metadata once. The array's rank must
+ * match the image's axes (and v3 dimension_names, when given, their
+ * names); otherwise TS_ERR_FORMAT naming the array path. */
+ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level, ts_image_meta *meta,
                               tz_array **out, ts_error *err);
 
 /* Path of the image group of well w, position p ("<plate>/A/1/000000"). */

@@ -36,9 +36,7 @@ static int add_tile(void *user, int64_t t, int worker) {
     if (p < 0 || !J->ws->has_origin[t]) return 0;
     tz_array *arr = NULL;
     ts_image_meta meta;
-    if (ts_plate_image_meta(J->plate, J->w, p, &meta, err) != TS_OK ||
-        ts_plate_open_array(J->plate, J->w, p, 0, &arr, err) != TS_OK)
-        return 1;
+    if (ts_plate_open_array(J->plate, J->w, p, 0, &meta, &arr, err) != TS_OK) return 1;
     const tz_array_meta *m = tz_array_get_meta(arr);
     int ya = meta.axis_index[3], xa = meta.axis_index[4];
     int64_t H = m->shape[ya], W = m->shape[xa], oh, ow;
@@ -142,9 +140,7 @@ ts_status pv_mosaic(const ts_plate *plate, int w, const ts_shifts *sh, int sw, i
         if (th == 0) {
             tz_array *a = NULL;
             ts_image_meta meta;
-            if ((st = ts_plate_image_meta(plate, w, hit->idx, &meta, err)) != TS_OK ||
-                (st = ts_plate_open_array(plate, w, hit->idx, 0, &a, err)) != TS_OK)
-                goto done;
+            if ((st = ts_plate_open_array(plate, w, hit->idx, 0, &meta, &a, err)) != TS_OK) goto done;
             const tz_array_meta *m = tz_array_get_meta(a);
             ts_orient_shape(&J.orient, m->shape[meta.axis_index[3]], m->shape[meta.axis_index[4]], &th, &tw);
             tz_array_close(a);
@@ -163,9 +159,7 @@ ts_status pv_mosaic(const ts_plate *plate, int w, const ts_shifts *sh, int sw, i
     /* channels and colours from the first image */
     ts_image_meta meta;
     tz_array *a0 = NULL;
-    if ((st = ts_plate_image_meta(plate, w, 0, &meta, err)) != TS_OK ||
-        (st = ts_plate_open_array(plate, w, 0, 0, &a0, err)) != TS_OK)
-        goto done;
+    if ((st = ts_plate_open_array(plate, w, 0, 0, &meta, &a0, err)) != TS_OK) goto done;
     J.nc = meta.axis_index[1] >= 0 ? (int)tz_array_get_meta(a0)->shape[meta.axis_index[1]] : 1;
     tz_array_close(a0);
     if (J.nc > TS_MAX_CHANNELS) J.nc = TS_MAX_CHANNELS;

@@ -109,8 +109,7 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     float *flat = NULL, *out = NULL;
     char path[4200];
     ts_plate_image_path(c->plate, w, p, path, sizeof path);
-    ts_status st = ts_plate_image_meta(c->plate, w, p, &meta, err);
-    if (st == TS_OK) st = ts_image_open_array(path, &meta, 0, &arr, err);
+    ts_status st = ts_plate_open_array(c->plate, w, p, 0, &meta, &arr, err);
     if (st != TS_OK) goto fail;
     const tz_array_meta *am = tz_array_get_meta(arr);
     int64_t extent[5];
@@ -327,8 +326,7 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
         tz_array *arr;
         char path[4200];
         ts_plate_image_path(c->plate, w, 0, path, sizeof path);
-        ts_status st = ts_plate_image_meta(c->plate, w, 0, &meta, err);
-        if (st == TS_OK) st = ts_image_open_array(path, &meta, 0, &arr, err);
+        ts_status st = ts_plate_open_array(c->plate, w, 0, 0, &meta, &arr, err);
         if (st != TS_OK) return st;
         const tz_array_meta *am = tz_array_get_meta(arr);
         if (meta.axis_index[3] < 0 || meta.axis_index[4] < 0) {

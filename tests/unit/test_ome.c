@@ -259,7 +259,7 @@ static void test_yaozarrs_broken(void **state) {
         assert_true(w >= 0);
         tz_array *arr = NULL;
         ts_error_clear(&err);
-        ts_status st = ts_plate_open_array(p, w, cases[i].pos, 0, &arr, &err);
+        ts_status st = ts_plate_open_array(p, w, cases[i].pos, 0, NULL, &arr, &err);
         if (st == TS_OK) fail_msg("%s/%d opened but is broken", cases[i].well, cases[i].pos);
         expect_error(st, &err, cases[i].needle1, cases[i].needle2);
         assert_null(arr);
@@ -267,10 +267,10 @@ static void test_yaozarrs_broken(void **state) {
     /* B/2/1: "dimension_names" inside user attributes is not the array's;
      * the real dimension_names match the axes, so it opens */
     tz_array *arr = NULL;
-    assert_int_equal(ts_plate_open_array(p, ts_plate_find_well(p, "B/2"), 1, 0, &arr, &err), TS_OK);
+    assert_int_equal(ts_plate_open_array(p, ts_plate_find_well(p, "B/2"), 1, 0, NULL, &arr, &err), TS_OK);
     tz_array_close(arr);
     /* a healthy one */
-    assert_int_equal(ts_plate_open_array(p, ts_plate_find_well(p, "A/3"), 0, 1, &arr, &err), TS_OK);
+    assert_int_equal(ts_plate_open_array(p, ts_plate_find_well(p, "A/3"), 0, 1, NULL, &arr, &err), TS_OK);
     assert_int_equal(tz_array_get_meta(arr)->shape[2], 32);
     tz_array_close(arr);
     ts_plate_close(p);

@@ -157,7 +157,7 @@ static void test_plate_layout(void **state) {
     }
     assert_true(total > 6);
     tz_array *arr = NULL;
-    assert_int_equal(ts_plate_open_array(p, 0, 0, 0, &arr, &err), TS_OK);
+    assert_int_equal(ts_plate_open_array(p, 0, 0, 0, NULL, &arr, &err), TS_OK);
     const tz_array_meta *m = tz_array_get_meta(arr);
     int64_t want[5] = {1, 2, 3, 40, 64};
     for (int d = 0; d < 5; d++) assert_int_equal(m->shape[d], want[d]);
