@@ -79,9 +79,12 @@ static ts_status downsample(const char *image, const tz_array *arr, const ts_ima
     for (int d = 0; d < m->ndim; d++) count[d] = 1;
     if (meta->axis_index[1] >= 0) start[meta->axis_index[1]] = c;
     if (meta->axis_index[2] >= 0) start[meta->axis_index[2]] = m->shape[meta->axis_index[2]] / 2;
-    /* bands: whole output rows, at least one chunk row high */
+    /* bands: whole output rows, at least one chunk row high (an inner
+     * chunk of a shard: reads fetch inner chunks alone, and a shard row of
+     * a fused mosaic can be 32,768 rows x the whole width) */
+    const int64_t chunk_h = m->sharded ? m->sharding.inner_chunk[ya] : m->chunk[ya];
     int64_t band = f;
-    while (band < m->chunk[ya] && band < H) band += f;
+    while (band < chunk_h && band < H) band += f;
     size_t es = ts_dtype_size(m->dtype), bytes;
     /* The shape comes from the store: a product that wraps would be a small
      * buffer read into as if it were large. */
