@@ -57,21 +57,13 @@ typedef struct imp_job {
     int64_t done;
 } imp_job;
 
-static ts_status check_well(const char *well, ts_error *err) {
-    const char *slash = well ? strchr(well, '/') : NULL;
-    bool ok = slash && slash != well && slash[1] && slash - well < 16 && strlen(slash + 1) < 16;
-    for (const char *p = well; ok && *p; p++)
-        if (p != slash && !isalnum((unsigned char)*p)) ok = false;
-    if (!ok) return ts_fail(err, TS_ERR_ARG, "well '%s' is not ROW/COLUMN (e.g. A/1)", well ? well : "");
-    return TS_OK;
-}
-
 static ts_status check_options(const ts_import_options *o, ti_pattern *pat, ts_error *err) {
     if (!o->input || !*o->input) return ts_fail(err, TS_ERR_ARG, "import: no input folder");
     if (!o->output || !*o->output) return ts_fail(err, TS_ERR_ARG, "import: no output path");
     ts_status st = ti_pattern_parse(o->pattern, pat, err);
     if (st != TS_OK) return st;
-    if ((st = check_well(o->well, err)) != TS_OK) return st;
+    char row[16], col[16];
+    if ((st = ts_well_split(o->well, row, col, err)) != TS_OK) return st;
     if (o->first_index != 0 && o->first_index != 1)
         return ts_fail(err, TS_ERR_ARG, "first index %d: must be 0 or 1", o->first_index);
     if (o->grid_cols < 0 || o->grid_rows < 0 || o->grid_cols > 999 || o->grid_rows > 999 ||

@@ -92,6 +92,11 @@ ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta
 ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level, ts_image_meta *meta,
                               tz_array **out, ts_error *err);
 
+/* Splits a well name ROW/COLUMN into row and col (16 bytes each); both
+ * must be alphanumeric (OME-NGFF), else TS_ERR_ARG naming the well. Every
+ * writer of plates checks its wells with it before writing anything. */
+ts_status ts_well_split(const char *well, char *row, char *col, ts_error *err);
+
 /* Path of the image group of well w, position p ("<plate>/A/1/000000"). */
 void ts_plate_image_path(const ts_plate *plate, int w, int p, char *out, size_t n);
 

@@ -94,10 +94,10 @@ static int find_name(char (*names)[16], int n, const char *s) {
     return -1;
 }
 
-static ts_status split_well(const char *well, char *row, char *col, ts_error *err) {
-    const char *slash = strchr(well, '/');
+ts_status ts_well_split(const char *well, char *row, char *col, ts_error *err) {
+    const char *slash = well ? strchr(well, '/') : NULL;
     if (!slash || slash - well >= 16 || strlen(slash + 1) >= 16)
-        return ts_fail(err, TS_ERR_ARG, "well '%s' is not ROW/COLUMN (e.g. A/1)", well);
+        return ts_fail(err, TS_ERR_ARG, "well '%s' is not ROW/COLUMN (e.g. A/1)", well ? well : "");
     memcpy(row, well, (size_t)(slash - well));
     row[slash - well] = '\0';
     snprintf(col, 16, "%s", slash + 1);
@@ -149,7 +149,7 @@ ts_status ts_plate_write_layout(const ts_plate_layout *L, ts_error *err) {
         goto done;
     }
     for (int w = 0; w < L->nwells; w++) {
-        if ((st = split_well(L->wells[w], wr[w], wc[w], err)) != TS_OK) goto done;
+        if ((st = ts_well_split(L->wells[w], wr[w], wc[w], err)) != TS_OK) goto done;
         for (int v = 0; v < w; v++)
             if (strcmp(wr[v], wr[w]) == 0 && strcmp(wc[v], wc[w]) == 0) {
                 st = ts_fail(err, TS_ERR_ARG, "well '%s' is listed twice", L->wells[w]);

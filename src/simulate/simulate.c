@@ -81,9 +81,9 @@ static ts_status parse_wells(const char *list, char (**out)[32], int *n, ts_erro
         if (k == 0 || k >= 32) return ts_fail(err, TS_ERR_ARG, "bad well list '%s'", list);
         memcpy((*out)[*n], s, k);
         (*out)[*n][k] = '\0';
-        const char *slash = strchr((*out)[*n], '/');
-        if (!slash || slash == (*out)[*n] || !slash[1])
-            return ts_fail(err, TS_ERR_ARG, "well '%s' is not ROW/COLUMN (e.g. A/1)", (*out)[*n]);
+        char row[16], col[16];
+        ts_status st = ts_well_split((*out)[*n], row, col, err);
+        if (st) return st;
         for (int i = 0; i < *n; i++)
             if (strcmp((*out)[i], (*out)[*n]) == 0)
                 return ts_fail(err, TS_ERR_ARG, "well '%s' is listed twice", (*out)[*n]);

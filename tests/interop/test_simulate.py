@@ -331,6 +331,12 @@ def main():
     check(p.returncode == 2, f"bad --format exit {p.returncode}")
     p = run("simulate", "-o", os.path.join(TMP, "x.zarr"), "--tile", "64x64", "--overlap", "64", ok=False)
     check(p.returncode == 2 and "overlap" in p.stderr, f"overlap >= tile: {p.returncode} {p.stderr}")
+    # a well name OME-NGFF refuses is refused before any tile is rendered
+    # (it used to fail at the plate metadata, with the tiles written)
+    bad = os.path.join(TMP, "badwell.zarr")
+    p = run("simulate", "-o", bad, "--wells", "A_x/1", ok=False)
+    check(p.returncode == 2 and "A_x/1" in p.stderr and not os.path.exists(bad),
+          f"bad well name: rc {p.returncode}, {p.stderr.strip()}, left {os.path.exists(bad)}")
 
     finish()
 
