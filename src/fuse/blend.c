@@ -177,15 +177,13 @@ static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
 #define CONVERT_ROW(TYPE)                                                        \
     do {                                                                         \
         const TYPE *s = (const TYPE *)raw + at;                                  \
-        for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j * step];             \
+        if (step == 1)                                                           \
+            for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j];                \
+        else                                                                     \
+            for (int64_t j = 0; j < n; j++) dst[j] = (float)s[j * step];         \
     } while (0)
 
-static void convert_row(const fuse_well *W, ts_dtype dt, float *dst, const void *raw,
-                        int64_t at, int64_t step, int64_t n) {
-    if (step == 1 && dt == TS_UINT8) {
-        W->K->row_from_u8(dst, (const uint8_t *)raw + at, n);
-        return;
-    }
+static void convert_row(ts_dtype dt, float *dst, const void *raw, int64_t at, int64_t step, int64_t n) {
     switch (dt) {
     case TS_UINT8: CONVERT_ROW(uint8_t); break;
     case TS_INT8: CONVERT_ROW(int8_t); break;
@@ -194,7 +192,7 @@ static void convert_row(const fuse_well *W, ts_dtype dt, float *dst, const void 
     case TS_INT32: CONVERT_ROW(int32_t); break;
     case TS_FLOAT32: CONVERT_ROW(float); break;
     case TS_FLOAT64: CONVERT_ROW(double); break;
-    default: break; /* load_strip refused other dtypes */
+    default: break; /* read_tile_meta (tiles.c) refused other dtypes */
     }
     if (dt == TS_FLOAT32 || dt == TS_FLOAT64)
         for (int64_t k = 0; k < n; k++) dst[k] = dst[k] == dst[k] ? dst[k] : 0.0f;
@@ -215,10 +213,6 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     strip->dtype = strip_dtype(t->dtype);
     /* tcz max: a tile without this t or z contributes nothing (zero pad). */
     if (t_in >= t->T || z >= t->Z) return TS_OK;
-    if (!(t->dtype == TS_UINT16 || t->dtype == TS_UINT8 || t->dtype == TS_INT8 || t->dtype == TS_INT16 ||
-          t->dtype == TS_UINT32 || t->dtype == TS_INT32 || t->dtype == TS_FLOAT32 || t->dtype == TS_FLOAT64))
-        return ts_fail(err, TS_ERR_UNSUPPORTED, "tile %s/%s: dtype %s is not supported by fuse",
-                       well->path, well->positions[t->position], ts_dtype_name(t->dtype));
     int64_t nc = t->C < W->L.C ? t->C : W->L.C;
     const ts_orientation *o = &W->orient;
     /* Raw bounding box of oriented rows [r0, r1) x all columns. */
@@ -358,7 +352,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
                 const uint16_t *src = (const uint16_t *)raw + at;
                 for (int64_t j = 0; j < n; j++) dst[j] = src[j * step];
             } else {
-                convert_row(W, t->dtype, (float *)strip->data + (c * rows + r) * n, raw, at, step, n);
+                convert_row(t->dtype, (float *)strip->data + (c * rows + r) * n, raw, at, step, n);
             }
         }
     if (kept) kept_release(W, kept);

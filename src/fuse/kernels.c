@@ -118,10 +118,6 @@ static void downsample_f32_cpu(float *dst, int64_t dst_stride, const float *src,
     }
 }
 
-static void row_from_u8_cpu(float *restrict dst, const uint8_t *restrict src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
-}
-
 static const ts_fuse_kernels CPU_KERNELS = {
     .weights = weights_cpu,
     .accumulate = accumulate_cpu,
@@ -130,7 +126,6 @@ static const ts_fuse_kernels CPU_KERNELS = {
     .normalise_f32 = normalise_f32_cpu,
     .downsample_u16 = downsample_u16_cpu,
     .downsample_f32 = downsample_f32_cpu,
-    .row_from_u8 = row_from_u8_cpu,
 };
 
 const ts_fuse_kernels *ts_fuse_cpu_kernels(void) { return &CPU_KERNELS; }

@@ -42,8 +42,6 @@ typedef struct ts_fuse_kernels {
                            int64_t stride, int64_t h, int64_t w);
     void (*downsample_f32)(float *dst, int64_t dst_stride, const float *src, int64_t stride,
                            int64_t h, int64_t w);
-    /* Converting copy of a contiguous uint8 tile row into float32. */
-    void (*row_from_u8)(float *restrict dst, const uint8_t *restrict src, int64_t n);
 } ts_fuse_kernels;
 
 /* The portable C kernels. */

@@ -368,8 +368,6 @@ def errors_are_clear():
     d = fresh("errors")
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(16, 16), grid=(2, 1))
     R.write_shifts(os.path.join(d, "s.yaml"), info)
-    with open(os.path.join(d, "s.yaml"), "a") as f:
-        f.write("")
     bad = os.path.join(d, "bad.yaml")
     with open(bad, "w") as f:
         f.write("total_translation:\n  A/1/000000: [0, 0]\n  A/1/009009: [5, 5]\n")
@@ -414,8 +412,7 @@ def bad_second_well_writes_nothing():
     info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1", "B/1"], tile_hw=(16, 16), grid=(2, 1))
     s = os.path.join(d, "s.yaml")
     R.write_shifts(s, info)
-    with open(s, "a") as f:  # a tile the plate does not have, in the second well
-        pass
+    # a tile the plate does not have, in the second well
     text = open(s).read().replace("B/1/001000", "B/1/007000")
     with open(s, "w") as f:
         f.write(text)
