@@ -5,8 +5,8 @@
 # output megapixels/s (rank 0's --json: the whole distributed fuse, MPI
 # start-up excluded; the mpirun wall time is printed beside it), peak RSS of
 # the process / of each rank, best of 3 (2 noisy shared cores). Both derive
-# the same block layout (the block size follows the threads of all ranks),
-# so the stores are also compared with diff -r.
+# the same block layout (it depends on neither threads nor ranks), so the
+# stores are also compared with diff -r.
 #   bash bench/mpi_fuse.sh [BUILD_DIR] [GRID] [TILE]   (default build, 8x6, 512x512)
 BUILD=${1:-build}
 GRID=${2:-8x6}

@@ -19,9 +19,6 @@ int cmd_fuse(int argc, char **argv);
 int cmd_stitch(int argc, char **argv);
 int cmd_preview(int argc, char **argv);
 
-/* Parses argv[*i] if it is a fuse option (shared by fuse and stitch):
- * returns 1 if consumed (advancing *i past its value), 0 if not a fuse
- * option, -1 on a bad value (usage error printed). */
 /* Estimate-stage options (also parsed by stitch): 1 consumed, 0 not ours,
  * -1 usage error (printed). */
 int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o);
@@ -30,6 +27,9 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
 void cli_estimate_warn(const char *cmd, const ts_estimate_result *r);
 /* The --json summary of an estimate run on stdout. */
 void cli_estimate_report(const ts_estimate_result *r, double seconds);
+/* Parses argv[*i] if it is a fuse option (shared by fuse and stitch):
+ * returns 1 if consumed (advancing *i past its value), 0 if not a fuse
+ * option, -1 on a bad value (usage error printed). */
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
 /* Prints the fuse result summary (--json) and the orientation warning. */
 void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds);

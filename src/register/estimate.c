@@ -357,8 +357,6 @@ static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
     return TS_OK;
 }
 
-/* Everything before the gather, on this rank: the plate, the graph, the
- * schedule, and this rank's share of the edges registered. */
 /* Everything before the registration: the plate, the tile shape, the
  * neighbour graph, the guess, the threads, and this rank's proposal for
  * the band width of the schedule (from its cache and threads). */

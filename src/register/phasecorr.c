@@ -436,16 +436,16 @@ static int pick_best(const candidate *cands, int n, int h, int w, double prior_d
     return best;
 }
 
-/* Moves c to the local maximum of the overlap NCC over integer shifts (8
- * neighbours); a move drops the peak's sub-pixel offset. */
 /* Within opt.max_shift of the expected shift (always, without a limit); a
  * pixel of slack for the sub-pixel part. */
 static bool near_prior(const ts_registrar *r, int sy, int sx, double prior_dy, double prior_dx) {
     return !(r->opt.max_shift > 0) || hypot(sy - prior_dy, sx - prior_dx) <= r->opt.max_shift + 1.0;
 }
 
-/* The climb stays within --max-shift of the expected shift, like the
- * candidates (it could walk a few pixels past the limit). */
+/* Moves c to the local maximum of the overlap NCC over integer shifts (8
+ * neighbours); a move drops the peak's sub-pixel offset. The climb stays
+ * within --max-shift of the expected shift, like the candidates (it could
+ * walk a few pixels past the limit). */
 static void climb_ncc(const ts_registrar *r, candidate *c, double min_area, double prior_dy, double prior_dx) {
     for (int step = 0; step < 32; step++) {
         int by = c->sy, bx = c->sx;

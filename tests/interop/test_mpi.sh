@@ -69,8 +69,8 @@ for fmt in 0.4 0.5; do
         same_file "$d/s1.yaml" "$d/s$n.yaml" "estimate $fmt: -n $n shifts file = one process's"
     done
 
-    # fuse: explicit layout, and the automatic one (the block size follows
-    # the threads of all ranks: -n 2 x 1 thread = one process x 2 threads).
+    # fuse: explicit layout, and the automatic one (which depends on neither
+    # threads nor ranks: -n 2 x 1 thread = one process x 2 threads).
     "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/f1" --format "$fmt" "${FUSE_ARGS[@]}" --threads 2 ||
         fail "fuse $fmt (1 process)"
     "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/a1" --format "$fmt" --chunk 16 --threads 2 ||
