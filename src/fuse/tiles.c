@@ -36,10 +36,7 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
     /* Any axis subset with y and x (yx, cyx, zyx, czyx, tczyx): absent
      * t, c, z are size 1. load_strip reads all channels of one (t, z) as
      * c planes of y rows of x, so c must precede y and y precede x. */
-    const int *ax = meta.axis_index;
-    if (ax[4] < ax[3] || (ax[1] >= 0 && ax[1] > ax[3])) {
-        ts_fail(err, TS_ERR_UNSUPPORTED, "%s/0: axes are not in t, c, z, y, x order (c at %d, y at %d, "
-                "x at %d); fuse needs c before y before x", path, ax[1], ax[3], ax[4]);
+    if (ts_image_check_layout(&meta, path, err) != TS_OK) {
         tz_array_close(arr);
         return 1;
     }

@@ -14,6 +14,16 @@ void ts_image_extent(const ts_image_meta *meta, const tz_array_meta *am, int64_t
     }
 }
 
+ts_status ts_image_check_layout(const ts_image_meta *meta, const char *path, ts_error *err) {
+    const int *ax = meta->axis_index;
+    if (ax[3] < 0 || ax[4] < 0) return ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
+    if (ax[4] < ax[3] || (ax[1] >= 0 && ax[1] > ax[3]))
+        return ts_fail(err, TS_ERR_UNSUPPORTED,
+                       "%s: axes are not in t, c, z, y, x order (c at %d, y at %d, x at %d); tessera reads "
+                       "c before y before x", path, ax[1], ax[3], ax[4]);
+    return TS_OK;
+}
+
 ts_status ts_image_box(const int axis_index[5], int ndim, const tz_array_meta *am,
                        const int64_t start5[5], const int64_t count5[5], int64_t start[TZ_MAX_DIM],
                        int64_t count[TZ_MAX_DIM], const char *path, ts_error *err) {

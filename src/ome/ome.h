@@ -111,6 +111,12 @@ ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta,
  * image lacks (a cyx tile is T = Z = 1). */
 void ts_image_extent(const ts_image_meta *meta, const tz_array_meta *am, int64_t extent[5]);
 
+/* Readers take a tile's planes as c planes of y rows of x (a box read keeps
+ * the array's dimension order): an image whose y and x are missing, or whose
+ * axes put x before y or c after y, is refused (TS_ERR_UNSUPPORTED /
+ * TS_ERR_FORMAT naming `path`), the same way by estimate, fuse and preview. */
+ts_status ts_image_check_layout(const ts_image_meta *meta, const char *path, ts_error *err);
+
 /* The read box, in the array's own dimensions, of a box given per t, c, z,
  * y, x (start5/count5), for an image whose multiscales axes put t, c, z, y,
  * x at axis_index (-1: absent) of ndim dimensions (ts_image_meta's

@@ -37,6 +37,12 @@ static int add_tile(void *user, int64_t t, int worker) {
     tz_array *arr = NULL;
     ts_image_meta meta;
     if (ts_plate_open_array(J->plate, J->w, p, 0, &meta, &arr, err) != TS_OK) return 1;
+    char image[4200];
+    ts_plate_image_path(J->plate, J->w, p, image, sizeof image);
+    if (ts_image_check_layout(&meta, image, err) != TS_OK) {
+        tz_array_close(arr);
+        return 1;
+    }
     const tz_array_meta *m = tz_array_get_meta(arr);
     int ya = meta.axis_index[3], xa = meta.axis_index[4];
     int64_t H = m->shape[ya], W = m->shape[xa], oh, ow;

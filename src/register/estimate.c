@@ -122,11 +122,7 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
                          axis_name[a], want[a], (long long)extent[a]);
             goto fail;
         }
-    int dy = meta.axis_index[3], dx = meta.axis_index[4];
-    if (dy < 0 || dx < 0) {
-        st = ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
-        goto fail;
-    }
+    if ((st = ts_image_check_layout(&meta, path, err)) != TS_OK) goto fail;
     if (extent[3] != c->raw_h || extent[4] != c->raw_w) {
         st = ts_fail(err, TS_ERR_UNSUPPORTED, "%s: tile is %lldx%lld but the first tile is %lldx%lld",
                      path, (long long)extent[3], (long long)extent[4],
@@ -138,26 +134,21 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];
     if ((st = ts_image_box(meta.axis_index, meta.ndim, am, start5, count5, start, count, path, err)) != TS_OK) goto fail;
     size_t n = (size_t)(c->raw_h * c->raw_w);
+    const ts_orientation *o = &c->opt->orientation;
+    const bool identity = ts_orient_k(o) == 0 && !o->flipud && !o->fliplr;
     raw = malloc(n * ts_dtype_size(am->dtype));
-    flat = malloc(n * sizeof(float));
+    flat = identity ? NULL : malloc(n * sizeof(float));
     out = malloc(n * sizeof(float));
-    if (!raw || !flat || !out) {
+    if (!raw || (!identity && !flat) || !out) {
         st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
                      (long long)c->raw_h, (long long)c->raw_w);
         goto fail;
     }
     if ((st = tz_array_read(arr, start, count, raw, err)) != TS_OK) goto fail;
-    const ts_orientation *o = &c->opt->orientation;
-    bool identity = ts_orient_k(o) == 0 && !o->flipud && !o->fliplr;
-    if (identity && dy < dx) {
+    if (identity) {
         to_float(raw, am->dtype, n, out); /* the common case: no copy */
     } else {
         to_float(raw, am->dtype, n, flat);
-        if (dy > dx) { /* stored x-major: transpose into out, then back into flat */
-            for (int64_t y = 0; y < c->raw_h; y++)
-                for (int64_t x = 0; x < c->raw_w; x++) out[y * c->raw_w + x] = flat[x * c->raw_h + y];
-            memcpy(flat, out, n * sizeof(float));
-        }
         ts_orient_plane(o, flat, c->raw_h, c->raw_w, sizeof(float), out);
     }
     free(raw);
@@ -329,9 +320,10 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
         ts_status st = ts_plate_open_array(c->plate, w, 0, 0, &meta, &arr, err);
         if (st != TS_OK) return st;
         const tz_array_meta *am = tz_array_get_meta(arr);
-        if (meta.axis_index[3] < 0 || meta.axis_index[4] < 0) {
+        /* Refused here, before any pair is registered (as fuse would). */
+        if ((st = ts_image_check_layout(&meta, path, err)) != TS_OK) {
             tz_array_close(arr);
-            return ts_fail(err, TS_ERR_FORMAT, "%s: the image has no y and x axes", path);
+            return st;
         }
         int64_t extent[5];
         ts_image_extent(&meta, am, extent);

@@ -107,6 +107,13 @@ p = run("fuse", plate, shifts, "-o", os.path.join(d, "o.zarr"), "--format", "0.4
 check(p.returncode != 0 and "order" in p.stderr, f"fuse of cxy tiles: exit {p.returncode}, {p.stderr.strip()}")
 check(not os.path.exists(os.path.join(d, "o.zarr", "A", "1", "0", "0", ".zarray")),
       "a refused cxy fuse left an output array")
+# ... and estimate and preview refuse the same plate the same way (estimate
+# used to transpose it, registering a plate fuse then refused)
+p = run("estimate", plate, "-o", os.path.join(d, "e.yaml"), "--overlap", "8", ok=False)
+check(p.returncode == 1 and "order" in p.stderr and not os.path.exists(os.path.join(d, "e.yaml")),
+      f"estimate of cxy tiles: exit {p.returncode}, {p.stderr.strip()}")
+p = run("preview", plate, "-o", os.path.join(d, "p.png"), "--shifts", shifts, ok=False)
+check(p.returncode == 1 and "order" in p.stderr, f"preview of cxy tiles: exit {p.returncode}, {p.stderr.strip()}")
 
 shutil.rmtree(TMP, ignore_errors=True)
 finish()
