@@ -22,6 +22,7 @@ struct ts_registrar {
     int h, w, wc; /* wc = w / 2 + 1 complex columns */
     ts_register_options opt;
     float *fa, *fb, *tmp;  /* pre-filtered strips (h * w) and scratch (2 * h * w) */
+    double *rowsum;        /* w: background subtraction's column sums */
     float *ha, *hb;        /* the same without their smooth background: what is
                               correlated (the refinement fits fa/fb with a gain) */
     float *gy, *gx;        /* gradient of fa for the sub-pixel refinement: the two
@@ -92,6 +93,7 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->ha = malloc(n * sizeof(float));
     r->hb = malloc(n * sizeof(float));
     r->tmp = malloc(2 * n * sizeof(float)); /* background subtraction needs two planes */
+    r->rowsum = malloc((size_t)w * sizeof(double));
     r->win_y = malloc((size_t)h * sizeof(float));
     r->win_x = malloc((size_t)w * sizeof(float));
     r->gauss_y = malloc((size_t)h * sizeof(float));
@@ -103,7 +105,7 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
         r->gy = r->tmp;
         r->gx = r->tmp + n;
     }
-    if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
+    if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->rowsum || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
         !r->real || !r->A || !r->B) {
         ts_registrar_free(r);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d registrar", h, w);
@@ -138,6 +140,7 @@ void ts_registrar_free(ts_registrar *r) {
     free(r->ha);
     free(r->hb);
     free(r->tmp);
+    free(r->rowsum);
     free(r->win_y);
     free(r->win_x);
     free(r->gauss_y);
@@ -507,8 +510,8 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     memcpy(r->ha, r->fa, n * sizeof(float));
     memcpy(r->hb, r->fb, n * sizeof(float));
     if (r->opt.background_px > 1) {
-        ts_subtract_background(r->ha, h, w, r->opt.background_px, r->tmp);
-        ts_subtract_background(r->hb, h, w, r->opt.background_px, r->tmp);
+        ts_subtract_background(r->ha, h, w, r->opt.background_px, r->tmp, r->rowsum);
+        ts_subtract_background(r->hb, h, w, r->opt.background_px, r->tmp, r->rowsum);
     }
     mean_std(r->ha, n, &mean_a, &sd_a);
     mean_std(r->hb, n, &mean_b, &sd_b);

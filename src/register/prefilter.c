@@ -105,11 +105,9 @@ static void box_cols(const float *src, float *dst, int h, int w, int r, double *
     }
 }
 
-void ts_subtract_background(float *img, int h, int w, int size, float *tmp) {
+void ts_subtract_background(float *img, int h, int w, int size, float *tmp, double *sum) {
     int r = size / 2;
     if (r < 1) return;
-    double *sum = malloc((size_t)w * sizeof *sum);
-    if (!sum) return;
     float *t1 = tmp, *t2 = tmp + (size_t)h * (size_t)w;
     /* A box blur applied twice (a triangle kernel): shift invariant, so both
      * strips of a pair lose the same background. */
@@ -118,7 +116,6 @@ void ts_subtract_background(float *img, int h, int w, int size, float *tmp) {
     box_rows(t2, t1, h, w, r);
     box_cols(t1, t2, h, w, r, sum);
     for (size_t i = 0; i < (size_t)h * (size_t)w; i++) img[i] -= t2[i];
-    free(sum);
 }
 
 /* CLAHE (Zuiderveld): the image is split into contextual regions; each gets

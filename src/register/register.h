@@ -135,8 +135,9 @@ void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp);
 /* Sobel gradient magnitude of src into dst (h x w), replicated borders. */
 void ts_sobel_magnitude(const float *src, float *dst, int h, int w);
 /* Subtracts a smooth background: the image blurred twice by a size-px box.
- * tmp: 2*h*w floats. */
-void ts_subtract_background(float *img, int h, int w, int block, float *tmp);
+ * tmp: 2*h*w floats; rowsum: w doubles (scratch the caller keeps, so the
+ * per-pair call cannot fail). */
+void ts_subtract_background(float *img, int h, int w, int block, float *tmp, double *rowsum);
 /* Contrast-limited adaptive histogram equalisation in place; output in [0, 1]. */
 ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *err);
 
