@@ -122,3 +122,37 @@ void ts_pool_destroy(ts_pool *p) {
     pthread_cond_destroy(&p->done_cv);
     free(p);
 }
+
+typedef struct status_job {
+    ts_pool_status_fn fn;
+    void *user;
+    pthread_mutex_t mu;
+    int64_t first;      /* lowest failing index so far (n: none) */
+    ts_status status;
+    ts_error error;
+} status_job;
+
+static int run_status_item(void *user, int64_t i, int worker) {
+    status_job *J = user;
+    ts_error e;
+    ts_error_clear(&e);
+    ts_status st = J->fn(J->user, i, worker, &e);
+    if (st == TS_OK) return 0;
+    pthread_mutex_lock(&J->mu);
+    if (i < J->first) {
+        J->first = i;
+        J->status = st;
+        J->error = e;
+    }
+    pthread_mutex_unlock(&J->mu);
+    return 1;
+}
+
+ts_status ts_pool_run(ts_pool *pool, int64_t n, ts_pool_status_fn fn, void *user, ts_error *err) {
+    status_job J = {.fn = fn, .user = user, .first = n, .status = TS_OK};
+    pthread_mutex_init(&J.mu, NULL);
+    ts_pool_for(pool, n, run_status_item, &J);
+    pthread_mutex_destroy(&J.mu);
+    if (J.status != TS_OK && err) *err = J.error;
+    return J.status;
+}

@@ -15,30 +15,25 @@
 /* and T, C, Z (a block holds all C; C x block^2 must stay far from overflow). */
 #define FUSE_MAX_TCZ ((int64_t)1 << 20)
 
-typedef struct meta_job {
-    fuse_well *W;
-    ts_error *errors; /* per worker */
-} meta_job;
-
-static int read_tile_meta(void *user, int64_t i, int worker) {
-    meta_job *J = user;
-    fuse_well *W = J->W;
+static ts_status read_tile_meta(void *user, int64_t i, int worker, ts_error *err) {
+    (void)worker;
+    fuse_well *W = user;
     fuse_tile *t = &W->tiles[i];
-    ts_error *err = &J->errors[worker];
     tz_array *arr = NULL;
     const ts_well_info *well = &W->plate->wells[W->w];
     ts_image_meta meta;
     char path[4200];
     ts_plate_image_path(W->plate, W->w, t->position, path, sizeof path);
-    if (ts_plate_open_array(W->plate, W->w, t->position, 0, &meta, &arr, err) != TS_OK) return 1;
+    ts_status st = ts_plate_open_array(W->plate, W->w, t->position, 0, &meta, &arr, err);
+    if (st != TS_OK) return st;
     const tz_array_meta *m = tz_array_get_meta(arr);
     int rc = 0;
     /* Any axis subset with y and x (yx, cyx, zyx, czyx, tczyx): absent
      * t, c, z are size 1. load_strip reads all channels of one (t, z) as
      * c planes of y rows of x, so c must precede y and y precede x. */
-    if (ts_image_check_layout(&meta, path, err) != TS_OK) {
+    if ((st = ts_image_check_layout(&meta, path, err)) != TS_OK) {
         tz_array_close(arr);
-        return 1;
+        return st;
     }
     for (int a = 0; a < 5; a++) t->axis[a] = meta.axis_index[a];
     t->ndim = meta.ndim;
@@ -77,7 +72,7 @@ static int read_tile_meta(void *user, int64_t i, int worker) {
     }
     tz_array_close(arr);
     ts_orient_shape(&W->orient, t->raw_h, t->raw_w, &t->h, &t->w);
-    return rc;
+    return rc ? err->code : TS_OK;
 }
 
 ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, ts_error *err) {
@@ -117,17 +112,8 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
         W->tiles[i].oy -= min_y;
         W->tiles[i].ox -= min_x;
     }
-    int nworkers = ts_pool_size(pool);
-    meta_job J = {W, calloc((size_t)nworkers, sizeof(ts_error))};
-    if (!J.errors) return ts_fail(err, TS_ERR_NOMEM, "tile metadata");
-    int rc = ts_pool_for(pool, W->ntiles, read_tile_meta, &J);
-    if (rc) {
-        for (int k = 0; k < nworkers; k++)
-            if (J.errors[k].code != TS_OK) { *err = J.errors[k]; break; }
-        free(J.errors);
-        return err ? err->code : TS_ERR_IO;
-    }
-    free(J.errors);
+    ts_status st = ts_pool_run(pool, W->ntiles, read_tile_meta, W, err);
+    if (st != TS_OK) return st;
     /* Output T/C/Z by policy; all tiles must share a dtype. */
     int64_t T = W->tiles[0].T, C = W->tiles[0].C, Z = W->tiles[0].Z;
     for (int i = 1; i < W->ntiles; i++) {

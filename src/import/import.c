@@ -41,7 +41,7 @@ typedef struct imp_tile {
     int gx, gy;     /* grid column, row (from 0) */
     char name[8];   /* position XXXYYY */
     ti_tiff_info info;
-    bool bad;       /* its header failed the checks (message re-made serially) */
+    bool bad;       /* its header failed the checks */
 } imp_tile;
 
 typedef struct imp_job {
@@ -51,7 +51,6 @@ typedef struct imp_job {
     int64_t ntiles;
     ti_tiff_info info;      /* every tile's */
     int64_t bh, bw;         /* storage block (chunk, or shard) of a plane */
-    ts_error *errors;       /* one per worker */
     void **plane, **block;  /* per-worker buffers */
     pthread_mutex_t progress_lock;
     int64_t done;
@@ -175,35 +174,34 @@ static void report_progress(imp_job *job, const char *stage) {
     pthread_mutex_unlock(&job->progress_lock);
 }
 
-static int probe_tile(void *user, int64_t index, int worker) {
+static ts_status probe_tile(void *user, int64_t index, int worker, ts_error *err) {
     (void)worker;
     imp_job *job = user;
     imp_tile *t = &job->tiles[index];
     char path[4400];
     tile_path(job, t, path, sizeof path);
     ti_tiff *tif = NULL;
-    t->bad = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &t->info, NULL) != TS_OK;
+    ts_status st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &t->info, err);
+    t->bad = st != TS_OK;
     ti_tiff_close(tif);
     report_progress(job, "headers");
-    return 0; /* every tile is looked at; the first bad one is reported below */
+    return st;
 }
 
 /* Every header in parallel; then, in grid order, the first bad tile's
- * message (its header read once more, serially) or the first tile unlike
- * the first one. */
+ * message or the first tile unlike the first one. (ts_pool_run reports the
+ * lowest bad index and starts every tile before it, so the loop meets no
+ * unprobed tile before the first bad one.) */
 static ts_status check_tiles(imp_job *job, ts_pool *pool, ts_error *err) {
-    ts_pool_for(pool, job->ntiles, probe_tile, job);
+    ts_error bad_err;
+    ts_status bad = ts_pool_run(pool, job->ntiles, probe_tile, job, &bad_err);
     for (int64_t i = 0; i < job->ntiles; i++) {
         const imp_tile *t = &job->tiles[i];
         char path[4400];
         tile_path(job, t, path, sizeof path);
         if (t->bad) {
-            ti_tiff *tif = NULL;
-            ti_tiff_info info;
-            ts_status st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &info, err);
-            ti_tiff_close(tif);
-            if (st != TS_OK) return st;
-            return ts_fail(err, TS_ERR_IO, "%s: could not be read (then could)", path);
+            if (err) *err = bad_err;
+            return bad;
         }
         const ti_tiff_info *a = &job->tiles[0].info, *b = &t->info;
         if (a->height != b->height || a->width != b->width || a->dtype != b->dtype ||
@@ -292,11 +290,10 @@ static ts_status write_plane(imp_job *job, tz_array *arr, int c, const uint8_t *
     return TS_OK;
 }
 
-static int write_tile(void *user, int64_t index, int worker) {
+static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err) {
     imp_job *job = user;
     const ts_import_options *o = job->opt;
     const imp_tile *t = &job->tiles[index];
-    ts_error *err = &job->errors[worker];
     char path[4400], image[4200], arrpath[4300];
     tile_path(job, t, path, sizeof path);
     snprintf(image, sizeof image, "%s/%s/%s", o->output, o->well, t->name);
@@ -305,22 +302,21 @@ static int write_tile(void *user, int64_t index, int worker) {
     size_t plane_bytes = (size_t)(job->info.height * job->info.width) * es;
     if (!job->plane[worker]) job->plane[worker] = malloc(plane_bytes);
     if (!job->block[worker]) job->block[worker] = malloc((size_t)(job->bh * job->bw) * es);
-    if (!job->plane[worker] || !job->block[worker]) {
-        ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
-                (long long)job->info.height, (long long)job->info.width);
-        return 1;
-    }
+    if (!job->plane[worker] || !job->block[worker])
+        return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
+                       (long long)job->info.height, (long long)job->info.width);
 
     ts_image_meta meta;
     image_meta(job, &meta);
-    if (ts_image_write_meta(image, o->format, &meta, 1, err) != TS_OK) return 1;
+    ts_status st = ts_image_write_meta(image, o->format, &meta, 1, err);
+    if (st != TS_OK) return st;
     tz_array_meta am;
     array_meta(job, &am);
     tz_array *arr = NULL;
-    if (tz_array_create(arrpath, &am, &arr, err) != TS_OK) return 1;
+    if ((st = tz_array_create(arrpath, &am, &arr, err)) != TS_OK) return st;
     ti_tiff *tif = NULL;
     ti_tiff_info info;
-    ts_status st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &info, err);
+    st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &info, err);
     /* the file changed since its header was checked */
     if (st == TS_OK && (info.height != job->info.height || info.width != job->info.width ||
                         info.dtype != job->info.dtype || info.pages != job->info.pages))
@@ -331,9 +327,9 @@ static int write_tile(void *user, int64_t index, int worker) {
     }
     ti_tiff_close(tif);
     tz_array_close(arr);
-    if (st != TS_OK) return 1;
+    if (st != TS_OK) return st;
     report_progress(job, "import");
-    return 0;
+    return TS_OK;
 }
 
 /* An existing plate at the output is replaced (as simulate does); anything
@@ -370,27 +366,18 @@ static ts_status write_layout(const imp_job *job, ts_error *err) {
 
 static ts_status write_store(imp_job *job, ts_pool *pool, ts_error *err) {
     int nw = ts_pool_size(pool);
-    job->errors = calloc((size_t)nw, sizeof *job->errors);
     job->plane = calloc((size_t)nw, sizeof *job->plane);
     job->block = calloc((size_t)nw, sizeof *job->block);
-    if (!job->errors || !job->plane || !job->block) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (!job->plane || !job->block) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     tz_array_meta am;
     array_meta(job, &am);
     job->bh = am.chunk[3], job->bw = am.chunk[4];
-    int rc = ts_pool_for(pool, job->ntiles, write_tile, job);
+    ts_status st = ts_pool_run(pool, job->ntiles, write_tile, job, err);
     for (int i = 0; i < nw; i++) {
         free(job->plane[i]);
         free(job->block[i]);
     }
-    if (rc != 0) {
-        for (int i = 0; i < nw; i++)
-            if (job->errors[i].code != TS_OK) {
-                if (err) *err = job->errors[i];
-                return job->errors[i].code;
-            }
-        return ts_fail(err, TS_ERR_INTERNAL, "import: a tile failed without a message");
-    }
-    return write_layout(job, err);
+    return st != TS_OK ? st : write_layout(job, err);
 }
 
 ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_error *err) {
@@ -417,7 +404,7 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
         snprintf(t->name, sizeof t->name, "%03d%03d", o->names_yx ? t->gy : t->gx,
                  o->names_yx ? t->gx : t->gy);
     }
-    if (!(pool = ts_pool_create(o->threads > 0 ? o->threads : ts_cpu_count()))) {
+    if (!(pool = ts_pool_create(o->threads))) {
         st = ts_fail(err, TS_ERR_NOMEM, "cannot start the thread pool");
         goto done;
     }
@@ -440,7 +427,6 @@ done:
     for (int64_t i = 0; i < job.ntiles; i++) free(job.tiles[i].file);
     free(job.tiles);
     free(job.input);
-    free(job.errors);
     free(job.plane);
     free(job.block);
     pthread_mutex_destroy(&job.progress_lock);

@@ -160,15 +160,10 @@ static ts_status check_well_index_err(const ome_node *node, const ts_plate *plat
     return check_index_of(node, jw, i, "columnIndex", w->col, plate->col_names, plate->ncols, err);
 }
 
-typedef struct wells_job {
-    ts_plate *plate;
-    ts_error *errors; /* one per well */
-} wells_job;
-
-static int read_one_well(void *user, int64_t i, int worker) {
-    wells_job *J = user;
+static ts_status read_one_well(void *user, int64_t i, int worker, ts_error *err) {
     (void)worker;
-    return read_well(J->plate, &J->plate->wells[i], &J->errors[i]) != TS_OK;
+    ts_plate *plate = user;
+    return read_well(plate, &plate->wells[i], err);
 }
 
 /* Well groups are independent files: read them on a few threads. The error
@@ -185,22 +180,10 @@ static ts_status read_wells(ts_plate *plate, ts_error *err) {
         }
         return TS_OK;
     }
-    wells_job J = {.plate = plate, .errors = calloc((size_t)n, sizeof(ts_error))};
-    ts_pool *pool = J.errors ? ts_pool_create(threads) : NULL;
-    if (!pool) {
-        free(J.errors);
-        return ts_fail(err, TS_ERR_NOMEM, "%s: cannot start threads to read wells", plate->path);
-    }
-    int rc = ts_pool_for(pool, n, read_one_well, &J);
+    ts_pool *pool = ts_pool_create(threads);
+    if (!pool) return ts_fail(err, TS_ERR_NOMEM, "%s: cannot start threads to read wells", plate->path);
+    ts_status st = ts_pool_run(pool, n, read_one_well, plate, err);
     ts_pool_destroy(pool);
-    ts_status st = TS_OK;
-    for (int i = 0; rc && i < n; i++)
-        if (J.errors[i].code != TS_OK) {
-            st = J.errors[i].code;
-            if (err) *err = J.errors[i];
-            break;
-        }
-    free(J.errors);
     return st;
 }
 

@@ -26,22 +26,21 @@ typedef struct mosaic_job {
     double *sum;            /* nc planes of ch*cw */
     int64_t *cnt;           /* ch*cw */
     pthread_mutex_t mu;
-    ts_error *errors;       /* per worker */
 } mosaic_job;
 
-static int add_tile(void *user, int64_t t, int worker) {
+static ts_status add_tile(void *user, int64_t t, int worker, ts_error *err) {
+    (void)worker;
     mosaic_job *J = user;
-    ts_error *err = &J->errors[worker];
     int p = J->plate_pos[t];
-    if (p < 0 || !J->ws->has_origin[t]) return 0;
+    if (p < 0 || !J->ws->has_origin[t]) return TS_OK;
     tz_array *arr = NULL;
     ts_image_meta meta;
-    if (ts_plate_open_array(J->plate, J->w, p, 0, &meta, &arr, err) != TS_OK) return 1;
+    if (ts_plate_open_array(J->plate, J->w, p, 0, &meta, &arr, err) != TS_OK) return err->code;
     char image[4200];
     ts_plate_image_path(J->plate, J->w, p, image, sizeof image);
     if (ts_image_check_layout(&meta, image, err) != TS_OK) {
         tz_array_close(arr);
-        return 1;
+        return err->code;
     }
     const tz_array_meta *m = tz_array_get_meta(arr);
     int ya = meta.axis_index[3], xa = meta.axis_index[4];
@@ -52,7 +51,7 @@ static int add_tile(void *user, int64_t t, int worker) {
         ts_fail(err, TS_ERR_FORMAT, "%s/%s/%s/0: a %lldx%lld plane is not a tile", J->plate->path, J->ws->well,
                 J->ws->tiles[t], (long long)H, (long long)W);
         tz_array_close(arr);
-        return 1;
+        return err->code;
     }
     ts_orient_shape(&J->orient, H, W, &oh, &ow);
     size_t es = ts_dtype_size(m->dtype), n = (size_t)H * (size_t)W;
@@ -108,7 +107,7 @@ static int add_tile(void *user, int64_t t, int worker) {
         pthread_mutex_unlock(&J->mu);
     }
     free(raw), free(oriented), free(lsum), free(lcnt);
-    return rc;
+    return rc ? err->code : TS_OK;
 }
 
 
@@ -177,28 +176,17 @@ ts_status pv_mosaic(const ts_plate *plate, int w, const ts_shifts *sh, int sw, i
     J.sum = calloc(n * (size_t)J.nc, sizeof *J.sum);
     J.cnt = calloc(n, sizeof *J.cnt);
     J.plate_pos = plate_pos;
-    ts_pool *pool = ts_pool_create(threads > 0 ? threads : ts_cpu_count());
-    J.errors = pool ? calloc((size_t)ts_pool_size(pool), sizeof *J.errors) : NULL;
-    if (!J.sum || !J.cnt || !pool || !J.errors) {
+    ts_pool *pool = ts_pool_create(threads);
+    if (!J.sum || !J.cnt || !pool) {
         if (pool) ts_pool_destroy(pool);
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d preview", J.ch, J.cw);
         goto done;
     }
     pthread_mutex_init(&J.mu, NULL);
-    int rc = ts_pool_for(pool, ws->ntiles, add_tile, &J);
-    int nw = ts_pool_size(pool);
+    st = ts_pool_run(pool, ws->ntiles, add_tile, &J, err);
     ts_pool_destroy(pool);
     pthread_mutex_destroy(&J.mu);
-    if (rc != 0) {
-        st = TS_ERR_INTERNAL;
-        for (int i = 0; i < nw; i++)
-            if (J.errors[i].code != TS_OK) {
-                st = J.errors[i].code;
-                if (err) *err = J.errors[i];
-                break;
-            }
-        goto done;
-    }
+    if (st != TS_OK) goto done;
     cv->h = J.ch, cv->w = J.cw;
     cv->rgb = calloc(n * 3, sizeof *cv->rgb);
     float *plane = malloc(n * sizeof *plane);
@@ -220,7 +208,7 @@ ts_status pv_mosaic(const ts_plate *plate, int w, const ts_shifts *sh, int sw, i
     free(plane), free(valid);
     *scale = 1.0 / (double)J.f;
 done:
-    free(J.sum), free(J.cnt), free(J.errors);
+    free(J.sum), free(J.cnt);
     free(plate_pos), free(refs);
     return st;
 }

@@ -62,7 +62,6 @@ typedef struct sim_job {
     int nwells;
     sim_tile *tiles;
     int ntiles;
-    ts_error *errors;     /* one per worker */
     /* per-worker buffers, reused across tiles (fresh 40 MB allocations per
      * 2048x2048 tile cost more in page faults than the rendering) */
     float **scratch;      /* 2 planes of floats */
@@ -189,11 +188,10 @@ static void render_plane(const sim_job *job, const sim_tile *t, int ti, int tt, 
     }
 }
 
-static int write_tile(void *user, int64_t index, int worker) {
+static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err) {
     sim_job *job = user;
     const ts_simulate_options *o = job->opt;
     const sim_tile *t = &job->tiles[index];
-    ts_error *err = &job->errors[worker];
     char image[4200], arrpath[4300];
     snprintf(image, sizeof image, "%s/%s/%s", o->output, job->wells[t->well], t->name);
     snprintf(arrpath, sizeof arrpath, "%s/0", image);
@@ -216,7 +214,7 @@ static int write_tile(void *user, int64_t index, int worker) {
         meta.window[c][2] = 0, meta.window[c][3] = o->dtype == TS_UINT8 ? 255 : 4000;
     }
     ts_status st = ts_image_write_meta(image, o->format, &meta, 1, err);
-    if (st != TS_OK) return 1;
+    if (st != TS_OK) return st;
 
     tz_array_meta am;
     tz_array_meta_init(&am, o->format == TS_OME_04 ? 2 : 3);
@@ -236,7 +234,7 @@ static int write_tile(void *user, int64_t index, int worker) {
     }
     tz_meta_set_codec(&am, o->codec);
     tz_array *arr = NULL;
-    if ((st = tz_array_create(arrpath, &am, &arr, err)) != TS_OK) return 1;
+    if ((st = tz_array_create(arrpath, &am, &arr, err)) != TS_OK) return st;
 
     size_t n = (size_t)job->raw_h * (size_t)job->raw_w;
     if (!job->scratch[worker]) job->scratch[worker] = malloc(2 * n * sizeof(float));
@@ -257,7 +255,7 @@ static int write_tile(void *user, int64_t index, int worker) {
                 if (tz_array_write_block(arr, idx, raw, err) != TS_OK) rc = 1;
             }
     tz_array_close(arr);
-    return rc;
+    return rc ? err->code : TS_OK;
 }
 
 static void position_name(const ts_simulate_options *o, int gx, int gy, char out[24]) {
@@ -400,36 +398,26 @@ ts_status ts_simulate(const ts_simulate_options *o, ts_error *err) {
     if ((st = plan_tiles(&job, err)) != TS_OK) goto done;
     if ((st = prepare_output(o->output, err)) != TS_OK) goto done;
 
-    ts_pool *pool = ts_pool_create(o->threads > 0 ? o->threads : ts_cpu_count());
+    ts_pool *pool = ts_pool_create(o->threads);
     if (!pool) {
         st = ts_fail(err, TS_ERR_NOMEM, "cannot start the thread pool");
         goto done;
     }
     int nw = ts_pool_size(pool);
-    job.errors = calloc((size_t)nw, sizeof *job.errors);
     job.scratch = calloc((size_t)nw, sizeof *job.scratch);
     job.raw = calloc((size_t)nw, sizeof *job.raw);
-    if (!job.errors || !job.scratch || !job.raw) {
+    if (!job.scratch || !job.raw) {
         ts_pool_destroy(pool);
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
-    int rc = ts_pool_for(pool, job.ntiles, write_tile, &job);
+    st = ts_pool_run(pool, job.ntiles, write_tile, &job, err);
     ts_pool_destroy(pool);
     for (int i = 0; i < nw; i++) {
         free(job.scratch[i]);
         free(job.raw[i]);
     }
-    if (rc != 0) {
-        st = TS_ERR_INTERNAL;
-        for (int i = 0; i < nw; i++)
-            if (job.errors[i].code != TS_OK) {
-                st = job.errors[i].code;
-                if (err) *err = job.errors[i];
-                break;
-            }
-        goto done;
-    }
+    if (st != TS_OK) goto done;
     /* the plate and well groups last: a killed run leaves no plate that
      * lists positions which were never written */
     if ((st = write_layout(&job, err)) != TS_OK) goto done;
@@ -437,7 +425,6 @@ ts_status ts_simulate(const ts_simulate_options *o, ts_error *err) {
 done:
     free(job.scratch);
     free(job.raw);
-    free(job.errors);
     free(job.tiles);
     free(job.wells);
     return st;

@@ -46,6 +46,28 @@ static void test_pool_sums_every_index_once(void **state) {
     }
 }
 
+/* Items 13, 40 and 77 fail (after a delay that lets later items start
+ * first): the message is item 13's whatever the timing and thread count. */
+static ts_status fail_some(void *user, int64_t i, int worker, ts_error *err) {
+    (void)user, (void)worker;
+    if (i == 13) usleep(2000);
+    if (i == 13 || i == 40 || i == 77) return ts_fail(err, TS_ERR_IO, "item %lld failed", (long long)i);
+    return TS_OK;
+}
+
+static void test_pool_run_reports_lowest_failure(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 4; threads++) {
+        ts_pool *p = ts_pool_create(threads);
+        ts_error err;
+        ts_error_clear(&err);
+        assert_int_equal(ts_pool_run(p, 100, fail_some, NULL, &err), TS_ERR_IO);
+        assert_string_equal(err.message, "item 13 failed");
+        assert_int_equal(ts_pool_run(p, 13, fail_some, NULL, NULL), TS_OK);
+        ts_pool_destroy(p);
+    }
+}
+
 static void test_atomic_write_and_read(void **state) {
     (void)state;
     char dir[512], path[600];
@@ -164,6 +186,7 @@ static void test_error_context(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_sums_every_index_once),
+        cmocka_unit_test(test_pool_run_reports_lowest_failure),
         cmocka_unit_test(test_atomic_write_and_read),
         cmocka_unit_test(test_atomic_write_leaves_foreign_temporaries),
         cmocka_unit_test(test_temp_dirs_and_their_sweep),
