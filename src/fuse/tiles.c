@@ -7,7 +7,7 @@
 
 #include "common/orient.h"
 #include "fuse/fuse_internal.h"
-#include "shifts/name_index.h"
+#include "common/name_index.h"
 #include "shifts/shifts.h"
 
 /* Largest tile side fused (2^30, as preview): tiles are camera frames. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/name_index.h"
 #include "common/fs.h"
 #include "common/pool.h"
 
@@ -48,32 +49,20 @@ static ts_status read_names(const ome_node *node, json_t *plate, const char *key
     return TS_OK;
 }
 
-/* A position listed twice would be stitched twice: refuse. An open-
- * addressing hash set of indices keeps this linear for wells of 100,000+
- * positions. */
+/* A position listed twice would be stitched twice: refuse (a hash index
+ * keeps this linear for wells of 100,000+ positions). */
 static ts_status check_unique(const ts_well_info *well, const char *file, ts_error *err) {
-    size_t n = (size_t)well->npositions, cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    int *slot = malloc(cap * sizeof *slot);
-    if (!slot) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", file);
-    for (size_t i = 0; i < cap; i++) slot[i] = -1;
+    ts_name_index *ix = ts_name_index_new();
+    if (!ix) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", file);
+    const char(*names)[32] = (const char(*)[32])well->positions;
     ts_status st = TS_OK;
-    for (size_t i = 0; i < n && st == TS_OK; i++) {
-        uint64_t h = 1469598103934665603ull; /* FNV-1a */
-        for (const char *c = well->positions[i]; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-        for (size_t k = (size_t)h & (cap - 1);; k = (k + 1) & (cap - 1)) {
-            if (slot[k] < 0) {
-                slot[k] = (int)i;
-                break;
-            }
-            if (strcmp(well->positions[slot[k]], well->positions[i]) == 0) {
-                st = ts_fail(err, TS_ERR_FORMAT, "%s: key 'well.images' lists position '%s' twice",
-                             file, well->positions[i]);
-                break;
-            }
-        }
+    for (int i = 0; i < well->npositions && st == TS_OK; i++) {
+        if (ts_name_index_find(ix, names, names[i], strlen(names[i])) >= 0)
+            st = ts_fail(err, TS_ERR_FORMAT, "%s: key 'well.images' lists position '%s' twice", file, names[i]);
+        else if (!ts_name_index_add(ix, names, i))
+            st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", file);
     }
-    free(slot);
+    ts_name_index_free(ix);
     return st;
 }
 

@@ -2,7 +2,7 @@
  * pairs and old-tool confidence entries. Reading and writing the YAML live
  * in shifts_read.c and shifts_write.c. */
 #include "shifts/shifts.h"
-#include "shifts/name_index.h"
+#include "common/name_index.h"
 #include "shifts/shifts_internal.h"
 
 #include <math.h>

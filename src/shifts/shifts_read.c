@@ -6,7 +6,7 @@
  * at the end too. */
 #include "shifts/shifts.h"
 #include "shifts/shifts_internal.h"
-#include "shifts/name_index.h"
+#include "common/name_index.h"
 #include "common/error.h"
 #include "common/fs.h"
 

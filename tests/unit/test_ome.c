@@ -240,6 +240,13 @@ static void test_yaozarrs_broken(void **state) {
     expect_error(ts_plate_open(copy, &p, &err), &err, "C/3/zarr.json", "attributes.ome.version");
     snprintf(path, sizeof path, "%s/C/3/zarr.json", copy);
     write_text(path, well);
+    /* a position listed twice in a well (it would be stitched twice) */
+    const char *dup = "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": {\"ome\": "
+                      "{\"version\": \"0.5\", \"well\": {\"images\": [{\"path\": \"0\"}, "
+                      "{\"path\": \"1\"}, {\"path\": \"0\"}]}}}}";
+    write_text(path, dup);
+    expect_error(ts_plate_open(copy, &p, &err), &err, "C/3/zarr.json", "position '0' twice");
+    write_text(path, well);
     assert_int_equal(ts_plate_open(copy, &p, &err), TS_OK);
     assert_int_equal(p->nwells, 9);
 

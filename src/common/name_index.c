@@ -1,4 +1,4 @@
-#include "shifts/name_index.h"
+#include "common/name_index.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * a linear scan per lookup. The index stores positions only; the names live
  * in the caller's array, which is passed to every call (it may be realloc'd
  * between calls). */
-#ifndef TS_SHIFTS_NAME_INDEX_H
-#define TS_SHIFTS_NAME_INDEX_H
+#ifndef TS_COMMON_NAME_INDEX_H
+#define TS_COMMON_NAME_INDEX_H
 
 #include <stdbool.h>
 #include <stddef.h>
