@@ -81,8 +81,10 @@ static ts_status peek_existing(const char *image_path, existing_out *ex, ts_erro
     if (st) return st;
     const tz_array_meta *m = tz_array_get_meta(arr);
     if (m->ndim != 5) {
+        /* formatted before the close: m belongs to arr */
+        st = ts_fail(err, TS_ERR_FORMAT, "%s: existing output has %d dimensions, not 5", path, m->ndim);
         tz_array_close(arr);
-        return ts_fail(err, TS_ERR_FORMAT, "%s: existing output has %d dimensions, not 5", path, m->ndim);
+        return st;
     }
     ex->present = true;
     ex->zarr_format = m->zarr_format;

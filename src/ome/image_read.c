@@ -205,22 +205,22 @@ ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta,
     tz_array *arr = NULL;
     ts_status st = tz_array_open(path, &arr, err);
     if (st != TS_OK) return st;
+    /* The message is formatted from the array's metadata before the array
+     * (which owns it) is closed. */
     const tz_array_meta *am = tz_array_get_meta(arr);
-    if (am->ndim != meta->ndim) {
-        tz_array_close(arr);
-        return ts_fail(err, TS_ERR_FORMAT,
-                       "%s: array has %d dimensions but the image's multiscales axes list %d",
-                       path, am->ndim, meta->ndim);
-    }
-    for (int a = 0; a < 5; a++) {
+    if (am->ndim != meta->ndim)
+        st = ts_fail(err, TS_ERR_FORMAT, "%s: array has %d dimensions but the image's multiscales axes list %d",
+                     path, am->ndim, meta->ndim);
+    for (int a = 0; st == TS_OK && a < 5; a++) {
         int d = meta->axis_index[a];
         if (d < 0 || !am->dimension_names[d][0]) continue;
-        if (strlen(am->dimension_names[d]) != 1 || am->dimension_names[d][0] != AXIS_NAMES[a]) {
-            tz_array_close(arr);
-            return ts_fail(err, TS_ERR_FORMAT,
-                           "%s: dimension_names[%d] is '%s' but multiscales axis %d is '%c'", path,
-                           d, am->dimension_names[d], d, AXIS_NAMES[a]);
-        }
+        if (strlen(am->dimension_names[d]) != 1 || am->dimension_names[d][0] != AXIS_NAMES[a])
+            st = ts_fail(err, TS_ERR_FORMAT, "%s: dimension_names[%d] is '%s' but multiscales axis %d is '%c'",
+                         path, d, am->dimension_names[d], d, AXIS_NAMES[a]);
+    }
+    if (st != TS_OK) {
+        tz_array_close(arr);
+        return st;
     }
     *out = arr;
     return TS_OK;

@@ -342,6 +342,47 @@ static void test_info_huge_grid(void **state) {
     free(json);
 }
 
+/* An array that disagrees with its image's axes (ndim, dimension_names) is
+ * refused with a message formatted from the array's metadata: it was
+ * formatted after the array was closed (a heap use-after-free under ASan). */
+static void test_array_axes_mismatch(void **state) {
+    (void)state;
+    ts_error err = {0};
+    char store[4200];
+    snprintf(store, sizeof store, "%s", tmp_path("axes_mismatch.zarr"));
+    ts_remove_tree(store, &err);
+    write_text(tmp_path("axes_mismatch.zarr/zarr.json"),
+               "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": {\"ome\": {\"version\": \"0.5\", "
+               "\"multiscales\": [{\"axes\": [{\"name\": \"c\", \"type\": \"channel\"}, "
+               "{\"name\": \"y\", \"type\": \"space\"}, {\"name\": \"x\", \"type\": \"space\"}], "
+               "\"datasets\": [{\"path\": \"0\", \"coordinateTransformations\": [{\"type\": \"scale\", "
+               "\"scale\": [1, 1, 1]}]}, {\"path\": \"1\", \"coordinateTransformations\": [{\"type\": "
+               "\"scale\", \"scale\": [1, 2, 2]}]}]}]}}}");
+    /* level 0: the right ndim, y and x named the other way round */
+    write_text(tmp_path("axes_mismatch.zarr/0/zarr.json"),
+               "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [1, 8, 8], \"data_type\": \"uint16\", "
+               "\"chunk_grid\": {\"name\": \"regular\", \"configuration\": {\"chunk_shape\": [1, 8, 8]}}, "
+               "\"chunk_key_encoding\": {\"name\": \"default\"}, \"fill_value\": 0, "
+               "\"codecs\": [{\"name\": \"bytes\", \"configuration\": {\"endian\": \"little\"}}], "
+               "\"dimension_names\": [\"c\", \"x\", \"y\"]}");
+    /* level 1: 4 dimensions for 3 axes */
+    write_text(tmp_path("axes_mismatch.zarr/1/zarr.json"),
+               "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [1, 1, 4, 4], \"data_type\": \"uint16\", "
+               "\"chunk_grid\": {\"name\": \"regular\", \"configuration\": {\"chunk_shape\": [1, 1, 4, 4]}}, "
+               "\"chunk_key_encoding\": {\"name\": \"default\"}, \"fill_value\": 0, "
+               "\"codecs\": [{\"name\": \"bytes\", \"configuration\": {\"endian\": \"little\"}}]}");
+    ts_image_meta m;
+    ts_ome_version ver;
+    assert_int_equal(ts_image_read_meta(store, &ver, &m, &err), TS_OK);
+    tz_array *arr = NULL;
+    expect_error(ts_image_open_array(store, &m, 0, &arr, &err), &err, "dimension_names[1] is 'x'",
+                 "axis 1 is 'y'");
+    assert_null(arr);
+    expect_error(ts_image_open_array(store, &m, 1, &arr, &err), &err, "array has 4 dimensions",
+                 "axes list 3");
+    assert_null(arr);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s/ome", TESSERA_TEST_TMP);
     ts_error err = {0};
@@ -351,6 +392,7 @@ int main(void) {
         cmocka_unit_test(test_versions_refused), cmocka_unit_test(test_yaozarrs_v04_plate),
         cmocka_unit_test(test_yaozarrs_v05_plate), cmocka_unit_test(test_yaozarrs_broken),
         cmocka_unit_test(test_large_listing),    cmocka_unit_test(test_info_huge_grid),
+        cmocka_unit_test(test_array_axes_mismatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
