@@ -554,6 +554,9 @@ static ts_status read_root(reader *r, bool *has_translation) {
 static ts_status restore_order(reader *r, int wi, const pending *pd) {
     ts_well_shifts *w = &r->s->wells[wi];
     int n = w->ntiles;
+    /* An empty `tiles` list (the writer's for a well without tiles): the
+     * well's arrays are NULL and there is nothing to reorder. */
+    if (n == 0) return TS_OK;
     int *newpos = malloc((size_t)(n ? n : 1) * sizeof *newpos);
     int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
     char (*tiles)[32] = malloc((size_t)(n ? n : 1) * sizeof *tiles);
