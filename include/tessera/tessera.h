@@ -337,6 +337,68 @@ typedef struct ts_preview_options {
 void ts_preview_options_init(ts_preview_options *opt);
 ts_status ts_preview(const ts_preview_options *opt, ts_error *err);
 
+/* ------------------------------------------------------------------ verify */
+
+/* Reads back every stored piece of a store (docs/verify.md): every array
+ * of a plate (all levels of every listed image: the tiles of an input
+ * plate, the mosaics of a fuse output), of an OME image, of a zarr group
+ * (arrays found under it) or a single zarr array. Each chunk, or each
+ * shard's index (CRC32C, entry ranges, overlaps) and inner chunks, is
+ * decoded through the codec chain and its size checked. One stored piece
+ * per thread in memory. */
+typedef struct ts_verify_options {
+    const char *store;        /* required */
+    int threads;              /* 0 = all cores */
+    /* Zarr reads an absent chunk or shard as the fill value (tessera writes
+     * none that is all fill), so absence is counted, not an error; set this
+     * for stores known to be dense (every key present) to make it one. */
+    bool require_chunks;
+    int max_problems;         /* problems kept in the result (the first, in store
+                                 order); default 1000; all are counted */
+    ts_progress_fn progress;  /* optional: ("verify", images done, images) */
+    void *progress_user;
+} ts_verify_options;
+
+typedef enum ts_verify_kind {
+    TS_VERIFY_METADATA = 1,   /* a listed group/array is absent, or its metadata bad */
+    TS_VERIFY_MISSING,        /* an absent chunk/shard (require_chunks only) */
+    TS_VERIFY_TRUNCATED,      /* shorter than its shard index or its read */
+    TS_VERIFY_CORRUPT,        /* bad CRC, bad index entry, failed decode, wrong size */
+    TS_VERIFY_IO,             /* could not be read (permissions, not a regular file) */
+    TS_VERIFY_UNSUPPORTED     /* an array tessera cannot decode: not checked */
+} ts_verify_kind;
+
+typedef struct ts_verify_problem {
+    ts_verify_kind kind;
+    char *path;               /* node path relative to the store ("A/1/0/0"; "" = the store) */
+    char *key;                /* chunk/shard key ("c/0/0/0/1/2"), "" for metadata */
+    int64_t inner;            /* inner chunk of a shard (C order), -1 = none */
+    char *reason;
+} ts_verify_problem;
+
+typedef struct ts_verify_result {
+    int64_t images;           /* OME images whose levels were opened */
+    int64_t arrays;           /* arrays checked */
+    int64_t blocks;           /* chunk/shard files read */
+    int64_t chunks;           /* chunks decoded (inner chunks when sharded) */
+    int64_t empty;            /* empty-sentinel inner chunks (the fill) */
+    int64_t absent;           /* chunk/shard keys with no file (read as the fill) */
+    int64_t bytes_read;       /* encoded bytes read */
+    int64_t bytes_decoded;
+    int64_t nproblems;        /* all problems found */
+    int nlisted;              /* problems[0..nlisted): the first, in store order */
+    ts_verify_problem *problems;
+    int threads;
+} ts_verify_result;
+
+void ts_verify_options_init(ts_verify_options *opt);
+const char *ts_verify_kind_name(ts_verify_kind kind); /* "metadata", "corrupt", ... */
+/* TS_OK when the store was read through, whatever it holds (problems are in
+ * result; free it with ts_verify_result_free); an error when the store is
+ * not a zarr node at all or verify itself failed (out of memory). */
+ts_status ts_verify(const ts_verify_options *opt, ts_verify_result *result, ts_error *err);
+void ts_verify_result_free(ts_verify_result *result);
+
 #ifdef __cplusplus
 }
 #endif

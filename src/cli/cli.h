@@ -18,6 +18,7 @@ int cmd_solve(int argc, char **argv);
 int cmd_fuse(int argc, char **argv);
 int cmd_stitch(int argc, char **argv);
 int cmd_preview(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 
 /* Estimate-stage options (also parsed by stitch): 1 consumed, 0 not ours,
  * -1 usage error (printed). */

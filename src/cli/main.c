@@ -24,6 +24,7 @@ static const struct {
     {"stitch", cmd_stitch, "estimate, then fuse", true},
     {"info", cmd_info, "describe a plate or mosaic store", false},
     {"preview", cmd_preview, "write a downsampled PNG of a mosaic", false},
+    {"verify", cmd_verify, "read back every chunk and shard of a store, report what is damaged", false},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

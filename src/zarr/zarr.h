@@ -170,6 +170,35 @@ ts_status tz_decode_chunk(const tz_codec_chain *chain, ts_dtype dtype, bool big_
 /* CRC32C (Castagnoli), as used by the v3 crc32c codec and the shard index. */
 uint32_t tz_crc32c(uint32_t crc, const void *data, size_t n);
 
+/* ---- checking stored pieces one by one (check.c; tessera verify) ---- */
+
+/* One thread's decoding scratch (codec contexts, one decoded chunk). */
+typedef struct tz_decoder tz_decoder;
+tz_decoder *tz_decoder_new(void); /* NULL when out of memory */
+void tz_decoder_free(tz_decoder *dec);
+/* Decoded bytes of one stored chunk: an inner chunk when sharded. */
+size_t tz_stored_chunk_bytes(const tz_array *arr);
+/* A generous bound on the encoded size of one stored chunk through its
+ * chain: a file (or inner chunk) larger than this is not an encoding of it. */
+uint64_t tz_stored_chunk_bound(const tz_array *arr);
+/* Decodes one stored chunk (inner chunk when sharded) through its chain
+ * into dec's scratch; a wrong decoded size is TS_ERR_CORRUPT. The message
+ * names no file (the caller knows which). */
+ts_status tz_decode_stored_chunk(const tz_array *arr, const void *in, size_t n, tz_decoder *dec,
+                                 ts_error *err);
+/* Inner chunks per shard and encoded index bytes (0 when not sharded). */
+int64_t tz_shard_inner_count(const tz_array *arr);
+size_t tz_shard_index_size(const tz_array *arr);
+/* Reads the index of the open shard file fd (fsize bytes) into index
+ * (2 * tz_shard_inner_count (offset, nbytes) pairs, native endian), CRC32C
+ * checked: too short or a bad CRC is TS_ERR_CORRUPT (messages name no file). */
+ts_status tz_shard_index_read(const tz_array *arr, int fd, uint64_t fsize, uint64_t *index, ts_error *err);
+/* One index entry against a file of fsize bytes: 1 the empty sentinel, 0 a
+ * range inside the chunk data (not over the index, not past the end), -1
+ * anything else, with the reason in why. */
+int tz_shard_entry_check(const tz_array *arr, uint64_t fsize, uint64_t off, uint64_t nbytes, char *why,
+                         size_t n);
+
 /* ---- groups ---- */
 
 /* Creates a group (v2: .zgroup + .zattrs; v3: zarr.json node_type group)

@@ -1,0 +1,126 @@
+/* tessera verify: read back every stored piece of a store and report each
+ * missing, truncated or corrupt one by array path and key. Exit 0 when all
+ * is well, 1 when anything is wrong (or the store cannot be read), 2 on
+ * bad usage. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *CMD = "verify";
+
+static void help(void) {
+    printf("usage: tessera verify STORE [--json] [--threads N] [--require-chunks] [--max-problems N]\n\n"
+           "Read back every array of a store and check each stored piece: every level of every\n"
+           "image a plate lists (the tiles of an input plate, the mosaics of a fuse output), an\n"
+           "OME image, the arrays under a zarr group, or one zarr array. Each chunk is decoded\n"
+           "through its codec chain and its size checked; each shard's index is checked\n"
+           "(CRC32C, entries inside the file and not overlapping, empty sentinels) and every\n"
+           "inner chunk decoded. A listed well, image or level whose metadata is absent is an\n"
+           "error. An absent chunk or shard reads as the fill value in zarr (tessera writes\n"
+           "none that is all fill), so it is counted, not an error, unless --require-chunks.\n"
+           "Memory: one stored piece per thread.\n\n"
+           "options:\n"
+           "  --json               print a one-line JSON summary (with every problem listed)\n"
+           "  --threads N          threads (default 0 = all cores)\n"
+           "  --require-chunks     an absent chunk or shard is an error (stores known to be dense)\n"
+           "  --max-problems N     problems listed (the first, in store order; default 1000);\n"
+           "                       all are counted\n\n"
+           "exit status: 0 no problem, 1 problems found or the store unreadable, 2 bad usage\n");
+}
+
+static void print_json(const char *store, const ts_verify_result *r, double seconds) {
+    printf("{\"store\":");
+    cli_json_string(store);
+    printf(",\"ok\":%s,\"images\":%lld,\"arrays\":%lld,\"blocks\":%lld,\"chunks\":%lld,\"empty\":%lld,"
+           "\"absent\":%lld,\"bytes_read\":%lld,\"bytes_decoded\":%lld,\"threads\":%d,\"seconds\":%.3f,"
+           "\"nerrors\":%lld,\"errors\":[",
+           r->nproblems ? "false" : "true", (long long)r->images, (long long)r->arrays, (long long)r->blocks,
+           (long long)r->chunks, (long long)r->empty, (long long)r->absent, (long long)r->bytes_read,
+           (long long)r->bytes_decoded, r->threads, seconds, (long long)r->nproblems);
+    for (int i = 0; i < r->nlisted; i++) {
+        const ts_verify_problem *p = &r->problems[i];
+        printf("%s{\"path\":", i ? "," : "");
+        cli_json_string(p->path);
+        printf(",\"key\":");
+        cli_json_string(p->key);
+        if (p->inner >= 0) printf(",\"inner\":%lld", (long long)p->inner);
+        printf(",\"kind\":\"%s\",\"reason\":", ts_verify_kind_name(p->kind));
+        cli_json_string(p->reason);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static void print_text(const char *store, const ts_verify_result *r, double seconds) {
+    for (int i = 0; i < r->nlisted; i++) {
+        const ts_verify_problem *p = &r->problems[i];
+        printf("%s: %s%s%s", ts_verify_kind_name(p->kind), p->path[0] ? p->path : "(store)", p->key[0] ? " " : "",
+               p->key);
+        if (p->inner >= 0) printf(" inner chunk %lld", (long long)p->inner);
+        printf(": %s\n", p->reason);
+    }
+    if (r->nproblems > r->nlisted)
+        printf("... %lld more problems not listed (--max-problems)\n", (long long)(r->nproblems - r->nlisted));
+    printf("%s: %lld array%s", store, (long long)r->arrays, r->arrays == 1 ? "" : "s");
+    if (r->images) printf(" in %lld image%s", (long long)r->images, r->images == 1 ? "" : "s");
+    printf(", %lld chunk%s decoded from %lld file%s (%.1f MB read, %.1f MB decoded) in %.2f s, %d thread%s\n",
+           (long long)r->chunks, r->chunks == 1 ? "" : "s", (long long)r->blocks, r->blocks == 1 ? "" : "s",
+           (double)r->bytes_read / 1e6, (double)r->bytes_decoded / 1e6, seconds, r->threads,
+           r->threads == 1 ? "" : "s");
+    if (r->absent || r->empty)
+        printf("read as the fill value: %lld absent chunk/shard file%s, %lld empty inner chunk%s\n",
+               (long long)r->absent, r->absent == 1 ? "" : "s", (long long)r->empty, r->empty == 1 ? "" : "s");
+    if (r->nproblems) printf("%lld problem%s\n", (long long)r->nproblems, r->nproblems == 1 ? "" : "s");
+    else printf("ok\n");
+}
+
+int cmd_verify(int argc, char **argv) {
+    ts_verify_options o;
+    ts_verify_options_init(&o);
+    bool json = false;
+    const char *pos[1];
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--require-chunks")) {
+            o.require_chunks = true;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_int(CMD, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
+        } else if (!strcmp(a, "--max-problems")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_int(CMD, a, v, 0, 100000000, &o.max_problems))
+                return CLI_USAGE;
+        } else if (cli_positional(CMD, a, pos, &npos, 1) != CLI_OK) {
+            return CLI_USAGE;
+        }
+    }
+    if (npos != 1) return cli_usage_error(CMD, "missing STORE");
+    o.store = pos[0];
+    o.progress = cli_progress;
+    ts_verify_result r;
+    ts_error err = {0};
+    double t0 = cli_now();
+    if (ts_verify(&o, &r, &err) != TS_OK) return cli_fail(CMD, &err);
+    double seconds = cli_now() - t0;
+    if (json) print_json(o.store, &r, seconds);
+    else print_text(o.store, &r, seconds);
+    int code = r.nproblems ? CLI_FAIL : CLI_OK;
+    /* the failure's one line on stderr, as every command gives */
+    if (r.nproblems) {
+        fprintf(stderr, "tessera verify: %lld problem%s in %s", (long long)r.nproblems, r.nproblems == 1 ? "" : "s",
+                o.store);
+        if (r.nlisted)
+            fprintf(stderr, " (first: %s %s%s%s)", ts_verify_kind_name(r.problems[0].kind),
+                    r.problems[0].path[0] ? r.problems[0].path : "(store)", r.problems[0].key[0] ? " " : "",
+                    r.problems[0].key);
+        fputc('\n', stderr);
+    }
+    ts_verify_result_free(&r);
+    return code;
+}
