@@ -6,9 +6,9 @@
 
 #include "common/error.h"
 
-/* Beyond this a guessed origin is not a stage position but a broken file
- * (2^30 px is a 1 km scan at 1 um/px). */
-#define GUESS_MAX_PX 1073741824.0
+/* Beyond TS_SHIFTS_MAX_PX a guessed origin is not a stage position but a
+ * broken file (the reader refuses those; this catches models built by hand). */
+#define GUESS_MAX_PX TS_SHIFTS_MAX_PX
 
 ts_status ts_shifts_guess_origin(const ts_shifts *guess, const char *path, const char *well, const char *tile,
                                  double yx[2], ts_error *err) {

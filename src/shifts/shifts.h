@@ -99,6 +99,14 @@ bool ts_shifts_ensure_positions(ts_shifts *s, int w);
  * Returns false if the name is not 6 digits. */
 bool ts_position_grid(const char *name, bool names_yx, int *gx, int *gy);
 
+/* Beyond this a coordinate or shift is a broken file, not a scan (2^30 px
+ * is a 1 km scan at 1 um/px): the reader refuses it, naming key and line. */
+#define TS_SHIFTS_MAX_PX 1073741824.0
+
+/* Reads a shifts file. Refused with TS_ERR_FORMAT naming the line: malformed
+ * YAML, a repeated mapping key, nesting deeper than 32, non-finite or absurd
+ * (beyond TS_SHIFTS_MAX_PX) coordinates and shifts, a pair confidence
+ * outside [0, 1], a position listed twice in `tiles`. */
 ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err);
 
 /* A shifts file used as a guess (ts_solve_options.guess): the expected

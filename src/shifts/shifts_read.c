@@ -6,6 +6,7 @@
  * at the end too. */
 #include "shifts/shifts.h"
 #include "shifts/shifts_internal.h"
+#include "shifts/yaml_guard.h"
 #include "common/name_index.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -35,6 +36,7 @@ typedef struct reader {
     yaml_parser_t parser;
     yaml_event_t ev; /* the current event */
     bool have_event;
+    ts_yaml_guard guard; /* depth cap and repeated keys, on every event */
     const char *path;
     ts_error *err;
     ts_shifts *s;
@@ -90,6 +92,10 @@ static ts_status next(reader *r) {
     }
     r->have_event = true;
     if (r->ev.type == YAML_ALIAS_EVENT) return fail_at(r, "YAML aliases are not supported in a shifts file");
+    char msg[200];
+    ts_yaml_guard_result g = ts_yaml_guard_event(&r->guard, &r->ev, msg, sizeof msg);
+    if (g == TS_YAML_GUARD_BAD) return fail_at(r, "%s", msg);
+    if (g == TS_YAML_GUARD_NOMEM) return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
     return TS_OK;
 }
 
@@ -158,6 +164,20 @@ static ts_status read_int(reader *r, const char *ctx, long lo, long hi, int *out
     return TS_OK;
 }
 
+/* A coordinate or shift in px: finite and within TS_SHIFTS_MAX_PX (1e300
+ * passed the number check and reached the solve as "the tile system is
+ * singular"). The message gives the value's own line and column. */
+static ts_status read_px(reader *r, const char *ctx, const char *what, double *out) {
+    unsigned long line = r->have_event ? (unsigned long)r->ev.start_mark.line + 1 : 0;
+    unsigned long col = r->have_event ? (unsigned long)r->ev.start_mark.column + 1 : 0;
+    ts_status st = read_number(r, ctx, out);
+    if (st) return st;
+    if (fabs(*out) > TS_SHIFTS_MAX_PX)
+        return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu:%lu: %s: %s %g px is absurd (beyond %.0f px)", r->path, line,
+                       col, lazy_ctx(r, ctx), what, *out, TS_SHIFTS_MAX_PX);
+    return TS_OK;
+}
+
 static ts_status read_bool(reader *r, const char *ctx, bool *out) {
     if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "%s: expected true or false", ctx);
     const char *v = scalar(r);
@@ -173,7 +193,7 @@ static ts_status read_vec2(reader *r, const char *ctx, double out[2]) {
     ts_status st = next(r);
     for (int i = 0; !st && i < 2; i++) {
         if (is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers", lazy_ctx(r, ctx));
-        st = read_number(r, ctx, &out[i]);
+        st = read_px(r, ctx, i ? "x" : "y", &out[i]);
     }
     if (st) return st;
     if (!is(r, YAML_SEQUENCE_END_EVENT)) return fail_at(r, "%s: expected 2 numbers, got more", lazy_ctx(r, ctx));
@@ -189,7 +209,7 @@ static ts_status read_yx(reader *r, const char *ctx, double out[2]) {
     int k = 0;
     while (!st && !is(r, YAML_SEQUENCE_END_EVENT)) {
         if (k == 3) return fail_at(r, "%s: expected [y, x] or [z, y, x], got more numbers", lazy_ctx(r, ctx));
-        st = read_number(r, ctx, &v[k++]);
+        st = read_px(r, ctx, "coordinate", &v[k++]);
     }
     if (st) return st;
     if (k < 2) return fail_at(r, "%s: expected [y, x] or [z, y, x], got %d number%s", lazy_ctx(r, ctx), k, k == 1 ? "" : "s");
@@ -285,10 +305,8 @@ static ts_status read_tile_vectors(reader *r, const char *section, bool origins)
         if ((st = tile_key(r, key, -1, section, &w, &t)) || (st = next(r))) return st;
         double v[2] = {0, 0};
         if ((st = read_yx(r, NULL, v))) return st;
-        const char *ctx = key;
         ts_well_shifts *ws = &r->s->wells[w];
         if (origins) {
-            if (fabs(v[0]) > 1e15 || fabs(v[1]) > 1e15) return fail_at(r, "%s %s: absurd origin", section, ctx);
             ws->origin[t][0] = llround(v[0]);
             ws->origin[t][1] = llround(v[1]);
             ws->has_origin[t] = true;
@@ -423,9 +441,19 @@ static ts_status read_pairs(reader *r) {
             }
             r->c_ta = t[0];
             r->c_tb = t[1];
+            if (t[0] == t[1]) return fail_at(r, "%s: a pair joins a tile to itself", lazy_ctx(r, NULL));
             double dy, dx, c = 1.0;
-            if ((st = read_number(r, NULL, &dy)) || (st = read_number(r, NULL, &dx))) return st;
-            if (!is(r, YAML_SEQUENCE_END_EVENT) && (st = read_number(r, NULL, &c))) return st;
+            if ((st = read_px(r, NULL, "dy", &dy)) || (st = read_px(r, NULL, "dx", &dx))) return st;
+            if (!is(r, YAML_SEQUENCE_END_EVENT)) {
+                /* The solve weights a pair by its confidence: outside [0, 1]
+                 * a weight could be negative (an indefinite system). */
+                unsigned long line = (unsigned long)r->ev.start_mark.line + 1;
+                unsigned long col = (unsigned long)r->ev.start_mark.column + 1;
+                if ((st = read_number(r, NULL, &c))) return st;
+                if (!(c >= 0 && c <= 1))
+                    return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu:%lu: %s: confidence %g is not in [0, 1]", r->path,
+                                   line, col, lazy_ctx(r, NULL), c);
+            }
             if (!is(r, YAML_SEQUENCE_END_EVENT))
                 return fail_at(r, "%s: expected [a, b, dy, dx, c]", lazy_ctx(r, NULL));
             if ((st = next(r))) return st;
@@ -570,8 +598,15 @@ static ts_status restore_order(reader *r, int wi, const pending *pd) {
     }
     for (int i = 0; i < n; i++) newpos[i] = -1;
     int k = 0;
-    for (int i = 0; i < pd->norder; i++)
-        if (newpos[pd->order[i]] < 0) newpos[pd->order[i]] = k, order[k++] = pd->order[i];
+    for (int i = 0; i < pd->norder; i++) {
+        /* A position listed twice would be fused twice. */
+        if (newpos[pd->order[i]] >= 0) {
+            st = ts_fail(r->err, TS_ERR_FORMAT, "%s: tiles %s: position '%s' is listed twice", r->path, w->well,
+                         w->tiles[pd->order[i]]);
+            goto done;
+        }
+        newpos[pd->order[i]] = k, order[k++] = pd->order[i];
+    }
     for (int i = 0; i < n; i++)
         if (newpos[i] < 0) newpos[i] = k, order[k++] = i;
     for (int i = 0; i < n; i++) {
@@ -642,9 +677,10 @@ ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
     if (!f) return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
     reader r = {.path = path, .err = err};
     r.s = ts_shifts_new();
-    if (!r.s || !yaml_parser_initialize(&r.parser)) {
+    if (!r.s || !ts_yaml_guard_init(&r.guard) || !yaml_parser_initialize(&r.parser)) {
         fclose(f);
         ts_shifts_free(r.s);
+        ts_yaml_guard_free(&r.guard);
         return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
     }
     /* A large stdio buffer: libyaml reads in small pieces. */
@@ -657,6 +693,7 @@ ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
     if (!st) st = apply_pending(&r);
     if (r.have_event) yaml_event_delete(&r.ev);
     yaml_parser_delete(&r.parser);
+    ts_yaml_guard_free(&r.guard);
     if (ferror(f) && !st) st = ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
     fclose(f);
     for (int i = 0; i < r.pend_cap; i++) {

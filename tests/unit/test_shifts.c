@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -344,11 +345,142 @@ static void test_many_tiles_index(void **state) {
     ts_shifts_free(s);
 }
 
+/* A mapping key given twice, at any level (a second total_translation, a
+ * tile, a well, a confidence id, an orientation flag, a key of an unknown
+ * section that is only skipped) is refused naming the key and both lines:
+ * the later one won silently. */
+static void test_repeated_keys(void **state) {
+    (void)state;
+    expect_error("dup_top.yaml", "total_translation:\n  A/1/000000: [0, 0]\ntotal_translation:\n  A/1/000000: [5, 5]\n",
+                 TS_ERR_FORMAT, "key 'total_translation' is repeated (first at line 1)", ":3:1:");
+    expect_error("dup_tile.yaml", "total_translation:\n  A/1/000000: [0, 0]\n  A/1/001000: [0, 9]\n  A/1/000000: [5, 5]\n",
+                 TS_ERR_FORMAT, "key 'A/1/000000' is repeated (first at line 2)", ":4:3:");
+    expect_error("dup_well.yaml",
+                 "total_translation: {A/1/000000: [0, 0]}\ntiles:\n  A/1: ['000000']\n  A/1: ['000000']\n",
+                 TS_ERR_FORMAT, "key 'A/1' is repeated (first at line 3)", ":4:");
+    expect_error("dup_conf.yaml",
+                 "total_translation: {}\nconfidence:\n  A/1:\n    '0': [[0, 0], [1, 0], 0.9]\n    '0': [[0, 0], [0, 1], 0.8]\n",
+                 TS_ERR_FORMAT, "key '0' is repeated (first at line 4)", ":5:");
+    expect_error("dup_orient.yaml", "total_translation: {}\norientation: {flipud: false, rot90: 1, flipud: true}\n",
+                 TS_ERR_FORMAT, "key 'flipud' is repeated", ":2:");
+    expect_error("dup_skipped.yaml", "total_translation: {}\nextra:\n  a: 1\n  b: {c: 2, c: 3}\n", TS_ERR_FORMAT,
+                 "key 'c' is repeated", ":4:");
+    expect_error("dup_quoted.yaml", "total_translation:\n  A/1/000000: [0, 0]\n  'A/1/000000': [1, 1]\n",
+                 TS_ERR_FORMAT, "key 'A/1/000000' is repeated", ":3:");
+    expect_error("complex_key.yaml", "total_translation: {}\n? [a, b]\n: 1\n", TS_ERR_FORMAT, "mapping key", ":2:");
+    /* The same key in two different mappings is fine. */
+    char path[512];
+    tmp_path(path, sizeof path, "same_key_two_maps.yaml");
+    write_text(path, "total_translation:\n  A/1/000000: [0, 0]\n  B/1/000000: [0, 0]\n"
+                     "tiles:\n  A/1: ['000000']\n  B/1: ['000000']\n"
+                     "orientation: {flipud: false}\nextra: {flipud: true}\n");
+    ts_shifts *s = NULL;
+    ts_error err;
+    if (ts_shifts_read(path, &s, &err) != TS_OK) fail_msg("%s", err.message);
+    assert_int_equal(s->nwells, 2);
+    ts_shifts_free(s);
+}
+
+/* The format nests 4 deep; a file nested far deeper is refused at the 33rd
+ * level with its line, in bounded time (libyaml is quadratic in the depth:
+ * 400 KB of '[' took over a minute). */
+static void test_nesting_depth(void **state) {
+    (void)state;
+    enum { N = 400000 };
+    const char *shapes[][2] = {{"[", "]"}, {"{a: ", "}"}};
+    for (int k = 0; k < 2; k++) {
+        size_t lo = strlen(shapes[k][0]), lc = strlen(shapes[k][1]);
+        char *text = malloc(64 + (size_t)N * (lo + lc));
+        size_t n = (size_t)sprintf(text, "total_translation: {}\nx: ");
+        for (int i = 0; i < N; i++) memcpy(text + n, shapes[k][0], lo), n += lo;
+        text[n++] = '1';
+        for (int i = 0; i < N; i++) memcpy(text + n, shapes[k][1], lc), n += lc;
+        text[n] = '\0';
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        expect_error(k ? "deep_map.yaml" : "deep_list.yaml", text, TS_ERR_FORMAT, "nested more than 32 levels", ":2:");
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (secs > 2.0) fail_msg("refusing %zu bytes of nesting took %.1f s", n, secs);
+        free(text);
+    }
+    /* Block style nests by indentation: the same cap. */
+    char block[8192];
+    size_t n = (size_t)sprintf(block, "total_translation: {}\nx:\n");
+    for (int i = 0; i < 40; i++) n += (size_t)sprintf(block + n, "%*sk%d:\n", 2 * (i + 1), "", i);
+    sprintf(block + n, "%*s1\n", 2 * 41, "");
+    expect_error("deep_block.yaml", block, TS_ERR_FORMAT, "nested more than 32 levels", ":34:");
+    /* 32 levels are allowed. */
+    char path[512];
+    tmp_path(path, sizeof path, "depth32.yaml");
+    n = (size_t)sprintf(block, "total_translation: {}\nx: ");
+    for (int i = 0; i < 31; i++) block[n++] = '[';
+    for (int i = 0; i < 31; i++) block[n++] = ']';
+    block[n++] = '\n';
+    block[n] = '\0';
+    write_text(path, block);
+    ts_shifts *s = NULL;
+    ts_error err;
+    if (ts_shifts_read(path, &s, &err) != TS_OK) fail_msg("%s", err.message);
+    ts_shifts_free(s);
+}
+
+/* Shifts and coordinates that cannot be a scan are refused on read, naming
+ * the pair or key and the value's line and column (1e300 reached the solve
+ * as "the tile system is singular"). */
+static void test_absurd_values(void **state) {
+    (void)state;
+    const char *head = "total_translation: {}\npairs:\n  A/1:\n  - [A/1/000000, A/1/001000, 1.5, 9.0, 0.9]\n";
+    char text[512];
+    snprintf(text, sizeof text, "%s  - [A/1/000000, A/1/000001, 1e300, 2.0, 0.9]\n", head);
+    expect_error("pair_huge.yaml", text, TS_ERR_FORMAT, "pairs A/1 [1] (000000 -> 000001): dy 1e+300 px is absurd",
+                 ":5:30:");
+    snprintf(text, sizeof text, "%s  - [A/1/000000, A/1/000001, 3, -2e9, 0.9]\n", head);
+    expect_error("pair_huge_dx.yaml", text, TS_ERR_FORMAT, "(000000 -> 000001): dx -2e+09 px is absurd", ":5:33:");
+    snprintf(text, sizeof text, "%s  - [A/1/000000, A/1/000001, .inf, 2.0, 0.9]\n", head);
+    expect_error("pair_inf.yaml", text, TS_ERR_FORMAT, "(000000 -> 000001)", "infinite");
+    snprintf(text, sizeof text, "%s  - [A/1/000000, A/1/000001, 1e400, 2.0, 0.9]\n", head);
+    expect_error("pair_overflow.yaml", text, TS_ERR_FORMAT, "(000000 -> 000001)", "not finite");
+    snprintf(text, sizeof text, "%s  - [A/1/000000, A/1/000001, 1, 2.0, -0.5]\n", head);
+    expect_error("pair_conf.yaml", text, TS_ERR_FORMAT, "confidence -0.5 is not in [0, 1]", ":5:38:");
+    snprintf(text, sizeof text, "%s  - [A/1/000001, A/1/000001, 1, 2.0, 0.5]\n", head);
+    expect_error("pair_self.yaml", text, TS_ERR_FORMAT, "(000001 -> 000001): a pair joins a tile to itself", ":5:");
+    expect_error("origin_huge.yaml", "total_translation:\n  A/1/000000: [0, 0]\n  A/1/001000: [3, 1e12]\n",
+                 TS_ERR_FORMAT, "total_translation A/1/001000: coordinate 1e+12 px is absurd", ":3:19:");
+    expect_error("position_huge.yaml", "total_translation: {}\npositions:\n  A/1/000000: [-5e9, 0]\n",
+                 TS_ERR_FORMAT, "positions A/1/000000: coordinate -5e+09 px is absurd", ":3:16:");
+    expect_error("residual_huge.yaml",
+                 "total_translation: {}\npairs:\n  A/1:\n  - [A/1/000000, A/1/001000, 1, 2, 0.9]\n"
+                 "residuals:\n  A/1: [[0.5, 1e30]]\n",
+                 TS_ERR_FORMAT, "residuals A/1: x 1e+30 px is absurd", ":6:15:");
+}
+
+/* `tiles` lists: an empty list is a well without tiles (restore_order
+ * called memcpy on NULL arrays: UBSan), a position listed twice is refused. */
+static void test_tiles_lists(void **state) {
+    (void)state;
+    char path[512];
+    tmp_path(path, sizeof path, "empty_tiles.yaml");
+    write_text(path, "total_translation:\n  B/1/000000: [0, 0]\ntiles:\n  A/1: []\n  B/1: ['000000']\n");
+    ts_shifts *s = NULL;
+    ts_error err;
+    if (ts_shifts_read(path, &s, &err) != TS_OK) fail_msg("%s", err.message);
+    int w = ts_shifts_find_well(s, "A/1");
+    assert_true(w >= 0);
+    assert_int_equal(s->wells[w].ntiles, 0);
+    assert_int_equal(s->wells[ts_shifts_find_well(s, "B/1")].ntiles, 1);
+    ts_shifts_free(s);
+    expect_error("twice_tiles.yaml", "total_translation: {}\ntiles:\n  A/1: ['000000', '001000', '000000']\n",
+                 TS_ERR_FORMAT, "tiles A/1: position '000000' is listed twice", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_old_tool_file),
         cmocka_unit_test(test_sorted_keys),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_write_rejects_nan), cmocka_unit_test(test_many_tiles_index),
+        cmocka_unit_test(test_repeated_keys),  cmocka_unit_test(test_nesting_depth),
+        cmocka_unit_test(test_absurd_values),  cmocka_unit_test(test_tiles_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
