@@ -75,6 +75,11 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
         if (!isfinite(q->dy) || !isfinite(q->dx))
             return ts_fail(err, TS_ERR_NUMERIC, "solve: pair %d (tile %d -> %d) has a non-finite shift (%g, %g)", e,
                            q->a, q->b, q->dy, q->dx);
+        /* Refused here, not reported by CHOLMOD as "singular" (the shifts
+         * reader refuses these already, naming the line). */
+        if (fabs(q->dy) > TS_SHIFTS_MAX_PX || fabs(q->dx) > TS_SHIFTS_MAX_PX)
+            return ts_fail(err, TS_ERR_NUMERIC, "solve: pair %d (tile %d -> %d) has an absurd shift (%g, %g) px", e,
+                           q->a, q->b, q->dy, q->dx);
     }
 
     size_t nn = (size_t)(n ? n : 1), mm = (size_t)(m ? m : 1);

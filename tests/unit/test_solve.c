@@ -482,6 +482,11 @@ static void test_errors(void **state) {
     ts_solve_problem p = problem_of(&g);
     assert_int_equal(ts_solve_positions(&p, &o, &r, &err), TS_ERR_NUMERIC);
     assert_non_null(strstr(err.message, "pair 3"));
+    /* an absurd shift is refused as such, not reported by CHOLMOD as a
+     * singular system */
+    g.pairs[3].dy = 1e300;
+    assert_int_equal(ts_solve_positions(&p, &o, &r, &err), TS_ERR_NUMERIC);
+    if (!strstr(err.message, "pair 3") || !strstr(err.message, "absurd shift")) fail_msg("%s", err.message);
     g.pairs[3].dy = 1;
     g.pairs[2].b = 99;
     assert_int_equal(ts_solve_positions(&p, &o, &r, &err), TS_ERR_ARG);
