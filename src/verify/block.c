@@ -168,9 +168,9 @@ static ts_status check_shard(vf_ctx *c, const vf_array *a, vf_where at, int fd, 
         return vf_report(c, at, short_file ? TS_VERIFY_TRUNCATED : vf_kind_of(st), a->rel, key, -1, "%s%s", ie.message,
                          short_file || st != TS_ERR_CORRUPT ? "" : " (the shard is damaged or truncated)");
     }
-    const size_t index_bytes = tz_shard_index_size(a->arr);
-    atomic_fetch_add(&c->bytes_read, (long long)index_bytes);
     if (part == 0) {
+        /* the index counts once, however many parts read it */
+        atomic_fetch_add(&c->bytes_read, (long long)tz_shard_index_size(a->arr));
         atomic_fetch_add(&c->blocks, 1);
         if ((st = check_index(c, a, at, fsize, key, s, err)) != TS_OK) return st;
     }

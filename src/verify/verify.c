@@ -68,7 +68,7 @@ static void problem_free(ts_verify_problem *p) {
  * counted from then on. */
 static void trim_problems(vf_ctx *c) {
     int64_t keep = c->opt->max_problems;
-    qsort(c->problems, (size_t)c->nproblems_kept, sizeof *c->problems, cmp_problem);
+    if (c->nproblems_kept > 1) qsort(c->problems, (size_t)c->nproblems_kept, sizeof *c->problems, cmp_problem);
     for (int64_t i = keep; i < c->nproblems_kept; i++) problem_free(&c->problems[i].p);
     if (c->nproblems_kept > keep) {
         c->nproblems_kept = keep;
@@ -270,7 +270,7 @@ ts_status ts_verify(const ts_verify_options *opt, ts_verify_result *result, ts_e
     if (!st) {
         pthread_mutex_lock(&c->mu);
         int64_t keep = opt->max_problems;
-        qsort(c->problems, (size_t)c->nproblems_kept, sizeof *c->problems, cmp_problem);
+        if (c->nproblems_kept > 1) qsort(c->problems, (size_t)c->nproblems_kept, sizeof *c->problems, cmp_problem);
         if (c->nproblems_kept > keep) trim_problems(c);
         pthread_mutex_unlock(&c->mu);
         result->problems = calloc((size_t)(c->nproblems_kept ? c->nproblems_kept : 1), sizeof *result->problems);

@@ -310,8 +310,8 @@ def main():
         ix[a0] = (size + 10, ix[a0][1])
         return ix
 
-    def over_index(ix, size):
-        ix[a0] = (size - idx_bytes - 2, ix[a0][1])
+    def over_index(ix, size):  # inside the file, one byte into the index
+        ix[a0] = (size - idx_bytes - 1, 2)
         return ix
 
     def overlap(ix, size):
@@ -325,11 +325,15 @@ def main():
     s = damaged("index_past_end", mosaic5, rewrite(past_end), [(lvl0, full, "corrupt", a0)])
     if s:
         check("past its end" in s["errors"][0]["reason"], f"index_past_end reason: {s['errors'][0]['reason']!r}")
-    damaged("index_over_index", mosaic5, rewrite(over_index), [(lvl0, full, "corrupt", a0)])
+    s = damaged("index_over_index", mosaic5, rewrite(over_index), [(lvl0, full, "corrupt", a0)])
+    if s:
+        check("over the index" in s["errors"][0]["reason"], f"index_over_index reason: {s['errors'][0]['reason']!r}")
     # the moved chunk now starts one byte into chunk a0: both overlap and
     # fails to decode
     damaged("index_overlap", mosaic5, rewrite(overlap), [(lvl0, full, "corrupt", a1), (lvl0, full, "corrupt", a1)])
-    damaged("index_half_sentinel", mosaic5, rewrite(half_sentinel), [(lvl0, full, "corrupt", a0)])
+    s = damaged("index_half_sentinel", mosaic5, rewrite(half_sentinel), [(lvl0, full, "corrupt", a0)])
+    if s:
+        check("sentinel" in s["errors"][0]["reason"], f"index_half_sentinel reason: {s['errors'][0]['reason']!r}")
 
     # a deleted chunk of a tile: legitimately the fill in zarr, so counted
     # (absent 1, exit 0); with --require-chunks it is an error naming it
