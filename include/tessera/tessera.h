@@ -308,10 +308,8 @@ typedef struct ts_fuse_result {
      * given flags are used; the CLI warns). */
     bool orientation_mismatch;
     ts_orientation file_orientation;
-    /* The shifts file's tile_shape differs from the oriented tiles (often a
-     * wrong orientation for non-square tiles); the CLI warns. */
-    bool tile_shape_mismatch;
-    int file_tile_shape[2], tile_shape[2];
+    /* (A shifts file's tile_shape that differs from the oriented tiles is
+     * an error: the origins were measured on tiles of another shape.) */
 } ts_fuse_result;
 
 /* ts_fuse that also reports what it did (result may be NULL). */

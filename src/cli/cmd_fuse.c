@@ -102,23 +102,17 @@ void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double
                 "the shifts file's (flipud=%d fliplr=%d rot90=%d); using the flags given\n",
                 cmd, r->orientation.flipud, r->orientation.fliplr, r->orientation.rot90,
                 r->file_orientation.flipud, r->file_orientation.fliplr, r->file_orientation.rot90);
-    if (r->tile_shape_mismatch)
-        fprintf(stderr,
-                "tessera %s: warning: the shifts file's tile_shape is %dx%d but the oriented tiles "
-                "are %dx%d (is the orientation right?)\n",
-                cmd, r->file_tile_shape[0], r->file_tile_shape[1], r->tile_shape[0], r->tile_shape[1]);
     if (!json) return;
     printf("{\"wells\": %d, \"tiles\": %lld, \"strips_read\": %lld, \"blocks_written\": %lld, "
            "\"output_pixels\": %lld, \"canvas\": [%lld, %lld], \"chunk\": %d, \"shard\": %d, "
            "\"peak_strip_bytes\": %zu, \"orientation\": {\"flipud\": %s, \"fliplr\": %s, "
            "\"rot90\": %d}, \"orientation_from_file\": %s, \"orientation_mismatch\": %s, "
-           "\"tile_shape_mismatch\": %s, \"seconds\": %.3f, \"megapixels_per_second\": %.3f}\n",
+           "\"seconds\": %.3f, \"megapixels_per_second\": %.3f}\n",
            r->wells, (long long)r->tiles, (long long)r->strips_read, (long long)r->blocks_written,
            (long long)r->output_pixels, (long long)r->canvas_h, (long long)r->canvas_w, r->chunk,
            r->shard, r->peak_strip_bytes, r->orientation.flipud ? "true" : "false",
            r->orientation.fliplr ? "true" : "false", r->orientation.rot90,
            r->orientation_from_file ? "true" : "false", r->orientation_mismatch ? "true" : "false",
-           r->tile_shape_mismatch ? "true" : "false",
            seconds, seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);
 }
 

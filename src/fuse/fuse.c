@@ -436,6 +436,7 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto prepared;
     if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto prepared;
     if ((st = ts_plate_filter_wells(plate, opt->wells, err)) != TS_OK) goto prepared;
+    if ((st = fuse_check_wells(opt, plate, shifts, err)) != TS_OK) goto prepared;
 
     /* Orientation: the flags given, else what the shifts file recorded. */
     ts_orientation none = {false, false, 0};
@@ -454,28 +455,16 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     prepared = calloc((size_t)plate->nwells + 1, sizeof *prepared);
     if (!prepared) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto prepared; }
     for (int w = 0; w < plate->nwells; w++) {
-        int sw = ts_shifts_find_well(shifts, plate->wells[w].path);
-        if (sw < 0) {
-            if (opt->wells && *opt->wells) {
-                st = ts_fail(err, TS_ERR_ARG, "well %s is not in the shifts file %s", plate->wells[w].path, opt->shifts);
-                goto prepared;
-            }
-            continue; /* wells the shifts file does not place are not fused */
-        }
+        int sw = ts_shifts_find_well(shifts, plate->wells[w].path); /* >= 0: fuse_check_wells */
         st = well_prepare(&prepared[nwells], opt, plate, w, &shifts->wells[sw], &res->orientation, pool, err);
         if (st) goto prepared;
-        const fuse_tile *t0 = &prepared[nwells].tiles[0];
-        if (shifts->has_tile_shape && !res->tile_shape_mismatch &&
-            (shifts->tile_shape[0] != t0->h || shifts->tile_shape[1] != t0->w)) {
-            res->tile_shape_mismatch = true;
-            res->file_tile_shape[0] = shifts->tile_shape[0], res->file_tile_shape[1] = shifts->tile_shape[1];
-            res->tile_shape[0] = (int)t0->h, res->tile_shape[1] = (int)t0->w;
-        }
+        nprepared = nwells + 1;
+        if ((st = fuse_check_tile_shape(&prepared[nwells], shifts, err)) != TS_OK) goto prepared;
         wells[nwells++] = plate->wells[w].path;
         nprepared = nwells;
     }
     if (nwells == 0)
-        st = ts_fail(err, TS_ERR_ARG, "no well of plate %s is in the shifts file %s", opt->input, opt->shifts);
+        st = ts_fail(err, TS_ERR_FORMAT, "plate %s has no well to fuse", opt->input);
 prepared:
     st = ts_dist_agree(dist, st, err);
     /* Every well's layout, before anything is written. It depends on

@@ -74,8 +74,19 @@ typedef struct fuse_well {
     int64_t band_end;            /* bands [.., band_end) are this process's */
 } fuse_well;
 
-/* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z). */
+/* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z);
+ * every position of the well must be placed and every tile the shifts file
+ * lists for it must be a position. */
 ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, ts_error *err);
+struct ts_shifts;
+/* Before any well is prepared (after the --wells filter): every well of
+ * the plate is on disk and in the shifts file; without --wells, every well
+ * the shifts file places is in the plate. */
+ts_status fuse_check_wells(const ts_fuse_options *opt, const ts_plate *plate, const struct ts_shifts *shifts,
+                           ts_error *err);
+/* The shifts file's tile_shape (when it has one) is that of every
+ * prepared tile after orientation. */
+ts_status fuse_check_tile_shape(const fuse_well *W, const struct ts_shifts *shifts, ts_error *err);
 
 /* blend.c: pipeline stages. */
 void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);

@@ -1,6 +1,10 @@
 /* The tiles of one well: names matched between the shifts file and the
  * plate, stored shapes read from each tile's array metadata (in parallel),
- * oriented sizes and integer origins. */
+ * oriented sizes and integer origins. And the consistency of the two: every
+ * well fused and every tile of it placed by the shifts file, nothing in the
+ * shifts file that the plate lacks, the recorded tile_shape that of the
+ * tiles; each a TS_ERR_FORMAT naming the well or tile (a mosaic with holes,
+ * a well left out or a file of another plate passed with exit 0). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,18 +90,27 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
             return ts_fail(err, TS_ERR_NOMEM, "position index of well %s", well->path);
         }
     W->tiles = calloc(ws->ntiles ? (size_t)ws->ntiles : 1, sizeof *W->tiles);
-    if (!W->tiles) { ts_name_index_free(ix); return ts_fail(err, TS_ERR_NOMEM, "tiles of well %s", well->path); }
+    bool *placed = calloc((size_t)well->npositions + 1, sizeof *placed);
+    if (!W->tiles || !placed) {
+        ts_name_index_free(ix);
+        free(placed);
+        return ts_fail(err, TS_ERR_NOMEM, "tiles of well %s", well->path);
+    }
     W->ntiles = 0;
     int64_t min_y = INT64_MAX, min_x = INT64_MAX;
     for (int i = 0; i < ws->ntiles; i++) {
-        if (ws->has_origin && !ws->has_origin[i]) continue;
+        /* Every tile the shifts file names (placed or only listed) must be
+         * one of the plate's: a file of another plate is not fused. */
         const char *name = ws->tiles[i];
         int p = ts_name_index_find(ix, (const char (*)[32])well->positions, name, strlen(name));
         if (p < 0) {
             ts_name_index_free(ix);
-            return ts_fail(err, TS_ERR_FORMAT, "shifts tile %s/%s is not a position of plate %s",
-                           well->path, name, W->plate->path);
+            free(placed);
+            return ts_fail(err, TS_ERR_FORMAT, "shifts file %s: tile %s/%s is not a position of plate %s",
+                           W->opt->shifts, well->path, name, W->plate->path);
         }
+        if (ws->has_origin && !ws->has_origin[i]) continue;
+        placed[p] = true;
         fuse_tile *t = &W->tiles[W->ntiles++];
         t->position = p;
         t->oy = ws->origin[i][0];
@@ -106,7 +119,21 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
         if (t->ox < min_x) min_x = t->ox;
     }
     ts_name_index_free(ix);
-    if (W->ntiles == 0) return ts_fail(err, TS_ERR_ARG, "well %s: no tile has a position in the shifts file", well->path);
+    /* Every position of the plate's well must be placed: one left out
+     * was a hole in the mosaic. */
+    int unplaced = 0, first = -1;
+    for (int p = 0; p < well->npositions; p++)
+        if (!placed[p] && unplaced++ == 0) first = p;
+    free(placed);
+    if (unplaced) {
+        char more[64] = "";
+        if (unplaced > 1) snprintf(more, sizeof more, " (and %d more of its %d tiles)", unplaced - 1, well->npositions);
+        return ts_fail(err, TS_ERR_FORMAT, "tile %s/%s of plate %s has no origin in the shifts file %s "
+                       "(total_translation)%s", well->path, well->positions[first], W->plate->path,
+                       W->opt->shifts, more);
+    }
+    if (W->ntiles == 0)
+        return ts_fail(err, TS_ERR_FORMAT, "well %s: no tile has a position in the shifts file", well->path);
     /* Origins are "min over the well = 0"; tolerate files that are not. */
     for (int i = 0; i < W->ntiles; i++) {
         W->tiles[i].oy -= min_y;
@@ -129,5 +156,40 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
         }
     }
     W->L.T = T, W->L.C = C, W->L.Z = Z;
+    return TS_OK;
+}
+
+ts_status fuse_check_wells(const ts_fuse_options *opt, const ts_plate *plate, const ts_shifts *shifts,
+                           ts_error *err) {
+    ts_status st = ts_plate_require_wells(plate, err);
+    if (st) return st;
+    for (int w = 0; w < plate->nwells; w++)
+        if (ts_shifts_find_well(shifts, plate->wells[w].path) < 0)
+            return ts_fail(err, TS_ERR_FORMAT, "well %s of plate %s is not in the shifts file %s (--wells "
+                           "selects the wells to fuse)", plate->wells[w].path, plate->path, opt->shifts);
+    /* A run restricted with --wells needs only those wells consistent. A
+     * well of the shifts file that places no tile (an empty entry) names
+     * nothing to fuse. */
+    if (opt->wells && *opt->wells) return TS_OK;
+    for (int sw = 0; sw < shifts->nwells; sw++)
+        if (shifts->wells[sw].ntiles > 0 && ts_plate_find_well(plate, shifts->wells[sw].well) < 0)
+            return ts_fail(err, TS_ERR_FORMAT, "shifts file %s places well %s, which plate %s does not list",
+                           opt->shifts, shifts->wells[sw].well, plate->path);
+    return TS_OK;
+}
+
+ts_status fuse_check_tile_shape(const fuse_well *W, const ts_shifts *shifts, ts_error *err) {
+    if (!shifts->has_tile_shape) return TS_OK;
+    for (int i = 0; i < W->ntiles; i++) {
+        const fuse_tile *t = &W->tiles[i];
+        if (t->h == shifts->tile_shape[0] && t->w == shifts->tile_shape[1]) continue;
+        const ts_orientation *o = &W->orient;
+        return ts_fail(err, TS_ERR_FORMAT,
+                       "tile %s/%s of plate %s is %lldx%lld px after orientation (flipud=%d fliplr=%d rot90=%d) "
+                       "but the shifts file %s has tile_shape %dx%d (a file of another plate, or another "
+                       "orientation?)", W->plate->wells[W->w].path, W->plate->wells[W->w].positions[t->position],
+                       W->plate->path, (long long)t->h, (long long)t->w, o->flipud, o->fliplr, ts_orient_k(o),
+                       W->opt->shifts, shifts->tile_shape[0], shifts->tile_shape[1]);
+    }
     return TS_OK;
 }

@@ -80,6 +80,11 @@ int ts_plate_find_well(const ts_plate *plate, const char *well_path);
  * an error naming it. NULL or "" keeps all. */
 ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err);
 
+/* For the stages that process wells (estimate, fuse), after the filter: a
+ * listed well without its group on disk (metadata_missing) is a
+ * TS_ERR_FORMAT naming it, not a well silently skipped. */
+ts_status ts_plate_require_wells(const ts_plate *plate, ts_error *err);
+
 /* Reads the image metadata (multiscales + omero) of well w, position p. */
 ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta *meta,
                               ts_error *err);

@@ -309,6 +309,19 @@ ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err
     return TS_OK;
 }
 
+ts_status ts_plate_require_wells(const ts_plate *plate, ts_error *err) {
+    int missing = 0, first = -1;
+    for (int i = 0; i < plate->nwells; i++)
+        if (plate->wells[i].metadata_missing && missing++ == 0) first = i;
+    if (!missing) return TS_OK;
+    char more[64] = "";
+    if (missing > 1) snprintf(more, sizeof more, " (and %d more listed wells)", missing - 1);
+    return ts_fail(err, TS_ERR_FORMAT,
+                   "%s: well %s is listed in plate.wells but has no well group on disk (%s/%s)%s; --wells "
+                   "selects the wells to process", plate->path, plate->wells[first].path, plate->path,
+                   plate->wells[first].path, more);
+}
+
 void ts_plate_image_path(const ts_plate *plate, int w, int p, char *out, size_t n) {
     snprintf(out, n, "%s/%s/%s", plate->path, plate->wells[w].path, plate->wells[w].positions[p]);
 }

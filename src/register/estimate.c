@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/outpath.h"
 #include "common/orient.h"
 #include "common/pool.h"
 #include "mpi/dist.h"
@@ -330,6 +331,11 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
         c->raw_h = extent[3];
         c->raw_w = extent[4];
         tz_array_close(arr);
+        /* The data is at fault, not the --overlap it would be checked
+         * against next (that was a usage error, exit 2). */
+        if (c->raw_h <= 0 || c->raw_w <= 0)
+            return ts_fail(err, TS_ERR_FORMAT, "%s/%s: empty tile (%lldx%lld px)", path, meta.level_paths[0],
+                           (long long)c->raw_h, (long long)c->raw_w);
         ts_orient_shape(&c->opt->orientation, c->raw_h, c->raw_w, &c->h, &c->w);
         return TS_OK;
     }
@@ -346,7 +352,8 @@ static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
         return ts_fail(err, TS_ERR_ARG, "estimate: max_shift %g px is not finite", opt->max_shift);
     if (opt->channel < 0 || opt->timepoint < 0 || opt->z < 0)
         return ts_fail(err, TS_ERR_ARG, "estimate: channel/timepoint/z must be >= 0");
-    return TS_OK;
+    const char *inputs[2] = {opt->input, opt->solve.guess};
+    return ts_check_output_path("output", opt->output, inputs, 2, err);
 }
 
 /* Everything before the registration: the plate, the tile shape, the
@@ -357,6 +364,7 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
     ts_status st;
     if ((st = ts_plate_open(opt->input, &c->plate, err)) != TS_OK) return st;
     if ((st = ts_plate_filter_wells(c->plate, opt->wells, err)) != TS_OK) return st;
+    if ((st = ts_plate_require_wells(c->plate, err)) != TS_OK) return st;
     if ((st = probe_tile_shape(c, err)) != TS_OK) return st;
     ts_shifts *s = *sp = ts_shifts_new();
     if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
