@@ -18,7 +18,7 @@
  * arrays' metadata (each level one) held at once. */
 #define BATCH_UNITS 256
 /* A batch's items aim at this many per thread, shards split to get them. */
-#define ITEMS_PER_THREAD 4
+#define ITEMS_PER_THREAD 16
 /* ...but a part decodes at least this many inner chunks (each part reads
  * the index again). */
 #define MIN_INNER_PER_PART 4
