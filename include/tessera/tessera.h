@@ -30,7 +30,8 @@ typedef enum ts_status {
     TS_ERR_CODEC,       /* a compressor or decompressor failed */
     TS_ERR_NOMEM,
     TS_ERR_NUMERIC,     /* NaN, absurd shift, singular system */
-    TS_ERR_INTERNAL
+    TS_ERR_INTERNAL,
+    TS_ERR_BUSY         /* the output is being written by another run (its lock) */
 } ts_status;
 
 typedef struct ts_error {
@@ -318,7 +319,11 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
 /* ------------------------------------------------------------- info/preview */
 
 /* A JSON description of a store (version, wells, positions, tile shape,
- * dtype, channels, codecs, chunk/shard layout). Caller frees with free(). */
+ * dtype, channels, codecs, chunk/shard layout). Caller frees with free().
+ * TS_OK whenever the store's top-level metadata reads; what does not read
+ * below it (an image's metadata, a level's array) is listed in the
+ * top-level "errors" array (empty when all is well): `tessera info` then
+ * exits 1. */
 ts_status ts_info_json(const char *store, char **json_out, ts_error *err);
 
 typedef struct ts_preview_options {

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/lock.h"
+#include "common/outpath.h"
+#include "mpi/dist.h"
 
 static const char *STITCH_USAGE =
     "usage: tessera stitch PLATE -o OUT --overlap PX [options]\n"
@@ -83,11 +86,25 @@ int cmd_stitch(int argc, char **argv) {
     ts_error err;
     ts_estimate_result er;
     ts_fuse_result fr;
+    /* Both outputs checked, and the mosaic's lock taken (on the first rank,
+     * for the whole run: the fuse step holds it again, nested), before the
+     * estimate spends its time. */
+    const char *mosaic_inputs[2] = {input, shifts_out}, *shifts_inputs[2] = {input, output};
+    ts_output_lock lock = {0};
+    ts_status st = ts_check_output_path("output", output, mosaic_inputs, 2, &err);
+    if (st == TS_OK) st = ts_check_output_path("--shifts-out", shifts_out, shifts_inputs, 2, &err);
+    if (st == TS_OK && ts_dist_rank(fo.dist) == 0) st = ts_output_lock_acquire(&lock, output, "stitch", &err);
+    if ((st = ts_dist_agree(fo.dist, st, &err)) != TS_OK) {
+        ts_output_lock_release(&lock);
+        return cli_fail(cmd, &err);
+    }
     double t0 = cli_now();
-    if (ts_estimate_run(&eo, &er, &err) != TS_OK) return cli_fail(cmd, &err);
-    cli_estimate_warn(cmd, &er);
+    st = ts_estimate_run(&eo, &er, &err);
+    if (st == TS_OK) cli_estimate_warn(cmd, &er);
     double t1 = cli_now();
-    if (ts_fuse_run(&fo, &fr, &err) != TS_OK) return cli_fail(cmd, &err);
+    if (st == TS_OK) st = ts_fuse_run(&fo, &fr, &err);
+    ts_output_lock_release(&lock);
+    if (st) return cli_fail(cmd, &err);
     double t2 = cli_now();
     if (com.json) {
         printf("{\"shifts\": ");

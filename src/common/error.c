@@ -49,6 +49,7 @@ const char *ts_status_name(ts_status code) {
     case TS_ERR_NOMEM: return "out of memory";
     case TS_ERR_NUMERIC: return "numeric error";
     case TS_ERR_INTERNAL: return "internal error";
+    case TS_ERR_BUSY: return "output in use";
     }
     return "unknown error";
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/syscall.h>
 
 static atomic_ulong tmp_counter;
 
@@ -126,45 +127,114 @@ ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, 
     return TS_OK;
 }
 
-ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err) {
-    *data = NULL;
-    *size = 0;
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+/* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer,
+ * forever; the descriptor of a regular file is then made blocking again. */
+ts_status ts_open_regular(const char *path, int *fd_out, uint64_t *file_size, bool *found, ts_error *err) {
+    *fd_out = -1;
+    *file_size = 0;
     *found = false;
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR) return TS_OK;
-        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        int e = errno;
+        struct stat sb;
+        if (e == ENXIO && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* a socket */
+            return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s, not a regular file", path, file_kind(sb.st_mode));
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(e));
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || S_ISDIR(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
         close(fd);
-        return ts_fail(err, TS_ERR_IO, "cannot read '%s': not a regular file", path);
+        return ts_fail(err, TS_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
     }
-    size_t cap = (size_t)sb.st_size;
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s, not a regular file", path, file_kind(sb.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    *file_size = (uint64_t)sb.st_size;
+    *found = true;
+    return TS_OK;
+}
+
+ts_status ts_read_file_max(const char *path, uint64_t max_size, void **data, size_t *size, bool *found,
+                           ts_error *err) {
+    *data = NULL;
+    *size = 0;
+    int fd;
+    uint64_t fsize;
+    ts_status st = ts_open_regular(path, &fd, &fsize, found, err);
+    if (st || !*found) return st;
+    /* The size is checked before anything is allocated or read: a sparse
+     * file claims gigabytes for free. Reading stops at max_size + 1 bytes
+     * too, in case the file grows meanwhile. */
+    if (fsize > max_size || fsize >= SIZE_MAX) {
+        close(fd);
+        return ts_fail(err, TS_ERR_CORRUPT, "'%s' is %llu bytes, more than the %llu bytes it can be", path,
+                       (unsigned long long)fsize, (unsigned long long)max_size);
+    }
+    size_t cap = (size_t)fsize;
     char *buf = malloc(cap + 1);
     if (!buf) {
         close(fd);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, cap);
     }
     size_t got = 0;
-    while (got < cap) {
-        ssize_t r = read(fd, buf + got, cap - got);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            free(buf);
-            close(fd);
-            return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(e));
+    enum { READ_OK, TOO_BIG, NO_MEMORY, IO_ERROR } fail = READ_OK;
+    int e = 0;
+    for (;;) {
+        ssize_t r;
+        if (got < cap) {
+            r = read(fd, buf + got, cap - got);
+            if (r > 0) got += (size_t)r;
+        } else {
+            /* At the size fstat gave: one byte more means the file grew
+             * meanwhile (or its size is not its length, as in /proc). */
+            char probe;
+            r = read(fd, &probe, 1);
+            if (r > 0) {
+                if (got >= max_size) { fail = TOO_BIG; break; }
+                size_t ncap = cap < 4096 ? 4096 : cap > SIZE_MAX / 2 - 1 ? SIZE_MAX - 1 : cap * 2;
+                if (ncap > max_size) ncap = (size_t)max_size;
+                char *nb = realloc(buf, ncap + 1);
+                if (!nb) { fail = NO_MEMORY; break; }
+                buf = nb;
+                cap = ncap;
+                buf[got++] = probe;
+            }
         }
         if (r == 0) break;
-        got += (size_t)r;
+        if (r < 0 && errno != EINTR) { e = errno; fail = IO_ERROR; break; }
     }
     close(fd);
+    if (fail) {
+        free(buf);
+        if (fail == TOO_BIG)
+            return ts_fail(err, TS_ERR_CORRUPT, "'%s' is more than the %llu bytes it can be", path,
+                           (unsigned long long)max_size);
+        if (fail == NO_MEMORY) return ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s'", path);
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(e));
+    }
     buf[got] = '\0';
     *data = buf;
     *size = got;
-    *found = true;
     return TS_OK;
+}
+
+ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err) {
+    return ts_read_file_max(path, SIZE_MAX - 1, data, size, found, err);
 }
 
 ts_status ts_read_file(const char *path, void **data, size_t *size, ts_error *err) {
@@ -258,6 +328,8 @@ static bool process_alive(long pid) {
     return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
+bool ts_process_alive(long pid) { return pid > 0 && process_alive(pid); }
+
 /* Sweeps dir (recursively or not); only names starting with `prefix` when
  * it is not NULL. */
 static ts_status sweep(const char *dir, bool recursive, const char *prefix, size_t *removed, ts_error *err);
@@ -321,4 +393,70 @@ static ts_status sweep(const char *dir, bool recursive, const char *prefix, size
     }
     closedir(d);
     return st;
+}
+
+int ts_open_temp_file(const char *path, char *tmp, size_t n) {
+    if (strlen(path) + 64 > n) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return open_temp(path, tmp, n);
+}
+
+/* renameat2(RENAME_EXCHANGE): both names stay taken throughout, so there is
+ * no instant in which path is missing. -1 with errno (EINVAL, ENOSYS where
+ * the kernel or file system cannot). */
+static int exchange(const char *a, const char *b) {
+#if defined(__linux__) && defined(SYS_renameat2)
+    return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 2 /* RENAME_EXCHANGE */);
+#else
+    (void)a, (void)b;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+ts_status ts_replace_tree(const char *built, const char *path, const char *aside, bool *old_at_built,
+                          ts_error *err) {
+    *old_at_built = false;
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (rename(built, path) != 0)
+            return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s", built, path, strerror(errno));
+        return TS_OK;
+    }
+    if (exchange(built, path) == 0) {
+        *old_at_built = true;
+        return TS_OK;
+    }
+    /* Two renames: path is absent between them (a kill there leaves the old
+     * tree at aside, inside the caller's temporary directory). */
+    if (rename(path, aside) != 0)
+        return ts_fail(err, TS_ERR_IO, "cannot move '%s' aside to '%s': %s", path, aside, strerror(errno));
+    if (rename(built, path) != 0) {
+        int e = errno;
+        if (rename(aside, path) != 0)
+            return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s; the previous one is now '%s' "
+                           "(move it back before a re-run, which would remove it)", built, path, strerror(e), aside);
+        return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s", built, path, strerror(e));
+    }
+    return TS_OK;
+}
+
+void ts_first_missing(const char *path, char *top, size_t n) {
+    snprintf(top, n, "%s", path);
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", path);
+    struct stat sb;
+    for (;;) {
+        char *slash = strrchr(parent, '/');
+        while (slash && slash > parent && slash[1] == '\0') { /* trailing '/' */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+        }
+        if (!slash || slash == parent) return;
+        *slash = '\0';
+        if (lstat(parent, &sb) == 0) return;
+        snprintf(top, n, "%s", parent);
+    }
 }

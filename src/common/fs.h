@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include "tessera/tessera.h"
 
 /* mkdir -p. */
@@ -29,6 +30,17 @@ ts_status ts_read_file(const char *path, void **data, size_t *size, ts_error *er
 
 /* Like ts_read_file but a missing file is not an error: *found = false. */
 ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err);
+
+/* Like ts_read_file_opt, but a file of more than max_size bytes is
+ * TS_ERR_CORRUPT naming it, found from its size before anything is read. */
+ts_status ts_read_file_max(const char *path, uint64_t max_size, void **data, size_t *size, bool *found,
+                           ts_error *err);
+
+/* Opens path for reading when it is a regular file (*found = false when it
+ * does not exist): a FIFO, device, socket or directory is TS_ERR_IO naming
+ * it and what it is, at once (opening a FIFO would wait for a writer
+ * forever). *file_size from fstat. The readers above go through it. */
+ts_status ts_open_regular(const char *path, int *fd, uint64_t *file_size, bool *found, ts_error *err);
 
 bool ts_path_exists(const char *path);
 bool ts_is_dir(const char *path);
@@ -55,5 +67,26 @@ ts_status ts_sweep_temp_files(const char *dir, bool recursive, size_t *removed, 
  * writer next to path): for outputs written alone into a directory the user
  * owns (a shifts file), where other files are none of tessera's business. */
 ts_status ts_sweep_temp_files_of(const char *path, size_t *removed, ts_error *err);
+
+/* Opens a new temporary file beside path, of ts_write_file_atomic's name
+ * form (so a dead writer's is swept), O_EXCL, for writing; its name goes
+ * into tmp (n bytes). Returns the descriptor, or -1 with errno set. */
+int ts_open_temp_file(const char *path, char *tmp, size_t n);
+
+/* Whether process pid is alive on this host (this process included). */
+bool ts_process_alive(long pid);
+
+/* Puts the complete tree `built` at `path` (a sibling of it, on the same file
+ * system): a new path is a rename; an existing one is exchanged with it in
+ * one step where the file system can (renameat2 RENAME_EXCHANGE), else moved
+ * into `aside` (a path inside a temporary directory the caller owns) first.
+ * Afterwards `built` (exchanged) or `aside` holds the old tree, for the
+ * caller to remove. On a failed second rename the old tree is put back. */
+ts_status ts_replace_tree(const char *built, const char *path, const char *aside, bool *old_at_built,
+                          ts_error *err);
+
+/* The outermost directory of path (path included) that does not exist yet,
+ * a dangling symlink counting as existing: what mkdir -p path creates. */
+void ts_first_missing(const char *path, char *top, size_t n);
 
 #endif

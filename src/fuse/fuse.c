@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "common/fs.h"
+#include "common/lock.h"
+#include "common/outpath.h"
+#include "common/staged.h"
 #include "fuse/fuse_internal.h"
 #include "mpi/dist.h"
 #include "fuse/run_guard.h"
@@ -60,10 +64,37 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
     if (o->t_in < 0) return ts_fail(err, TS_ERR_ARG, "fuse: t_in %d is negative", o->t_in);
     if (o->t_in > 0 && o->t_out < 0)
         return ts_fail(err, TS_ERR_ARG, "fuse: t_in %d is given without t_out (the timepoint to write it to)", o->t_in);
-    char ri[4096], ro[4096];
-    if (realpath(o->input, ri) && realpath(o->output, ro) && strcmp(ri, ro) == 0)
-        return ts_fail(err, TS_ERR_ARG, "fuse: output %s is the input plate", o->output);
+    const char *inputs[2] = {o->input, o->shifts};
+    ts_status st = ts_check_output_path("output", o->output, inputs, 2, err);
+    if (st) return st;
     if (o->memory < ((size_t)16 << 20)) return ts_fail(err, TS_ERR_ARG, "fuse: memory bound %zu bytes is below 16 MiB", o->memory);
+    return TS_OK;
+}
+
+/* On the first rank, before anything is read or written: the run takes the
+ * output's lock (common/lock.h) and checks that an existing output is a
+ * mosaic plate of this run's format; a new store is built in a temporary
+ * directory beside the output (its path into root) and renamed into place
+ * once complete, so a killed run leaves no partial store. */
+static ts_status claim_output(const ts_fuse_options *o, ts_output_lock *lock, ts_staged *stage, char *root,
+                              size_t n, int32_t *format, ts_error *err) {
+    ts_status st = ts_output_lock_acquire(lock, o->output, "fuse", err);
+    if (st) return st;
+    bool exists = false;
+    ts_ome_version version = o->format;
+    if ((st = ts_store_check_kind(o->output, TS_STORE_MOSAIC_PLATE, &version, &exists, err)) != TS_OK) return st;
+    /* --t-out writes into the existing mosaic: its format rules. */
+    if (exists && o->t_out >= 0) *format = (int32_t)version;
+    else if (exists && version != o->format)
+        return ts_fail(err, TS_ERR_IO, "%s is an OME-Zarr %s plate; this run writes %s, which would put %s "
+                       "metadata beside its own (--format %s adds to it; or choose another output)", o->output,
+                       version == TS_OME_04 ? "0.4" : "0.5", o->format == TS_OME_04 ? "0.4" : "0.5",
+                       o->format == TS_OME_04 ? "zarr v2" : "zarr v3", version == TS_OME_04 ? "0.4" : "0.5");
+    struct stat sb;
+    if (lstat(o->output, &sb) == 0) return TS_OK; /* written in place (an empty directory, or a mosaic plate) */
+    if ((st = ts_staged_begin(stage, o->output, err)) != TS_OK) return st;
+    if ((size_t)snprintf(root, n, "%s", stage->build) >= n)
+        return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", stage->build);
     return TS_OK;
 }
 
@@ -432,6 +463,21 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     int nwells = 0;
     /* Up to the agreement below every rank reads and checks on its own
      * (failures jump there, not to done: see mpi/dist.h). */
+    /* The first rank claims the output for the whole run; every rank then
+     * writes where it says (a new store is built beside the output). */
+    ts_output_lock lock = {0};
+    ts_staged stage = {0};
+    char root[4400];
+    snprintf(root, sizeof root, "%s", opt->output);
+    int32_t format = (int32_t)opt->format;
+    if (st == TS_OK && first) st = claim_output(opt, &lock, &stage, root, sizeof root, &format, err);
+    st = ts_dist_agree(dist, st, err);
+    if (st == TS_OK) st = ts_dist_bcast(dist, root, sizeof root, 0, err);
+    if (st == TS_OK) st = ts_dist_bcast(dist, &format, sizeof format, 0, err);
+    ts_fuse_options run = *opt;
+    run.output = root;
+    run.format = (ts_ome_version)format;
+    opt = &run;
     if (st) goto prepared;
     if ((st = ts_shifts_read(opt->shifts, &shifts, err)) != TS_OK) goto prepared;
     if ((st = ts_plate_open(opt->input, &plate, err)) != TS_OK) goto prepared;
@@ -488,10 +534,17 @@ prepared:
     }
     if (st) goto done;
     if (first) st = write_plate_meta(opt, plate, wells, nwells, err);
+    /* A new store, complete: into place. */
+    if (st == TS_OK && first && stage.dir[0]) st = ts_staged_commit(&stage, err);
     st = ts_dist_agree(dist, st, err);
 done:
     if (st && guarded) fuse_guard_fail(&guard, st, err);
     fuse_guard_free(&guard);
+    if (first) {
+        if (st) ts_staged_abort(&stage, err);
+        ts_output_lock_release(&lock);
+    }
+
     for (int i = 0; prepared && i < nprepared; i++) free(prepared[i].tiles);
     free(prepared);
     free(wells);

@@ -9,12 +9,13 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/staged.h"
+#include "ome/ome.h"
 
 struct fuse_guard_well {
     char row[4200], well[4200], image[4200]; /* OUT/ROW, OUT/ROW/COL, OUT/ROW/COL/0 */
-    char staging[4300];                      /* a replacement's temporary directory, or "" */
+    ts_staged staged;                        /* a replacement's, when staged.dir is not "" */
     bool row_existed, well_existed, image_existed;
-    bool keep_staging;                       /* it holds the old image: never removed */
     bool done;                               /* its image is complete (and in place) */
 };
 
@@ -32,25 +33,6 @@ static bool present(const char *path) {
     return lstat(path, &sb) == 0;
 }
 
-/* The outermost directory of path that does not exist yet (the run's
- * mkdir -p creates it and everything below), into top. */
-static void first_missing(const char *path, char *top, size_t n) {
-    snprintf(top, n, "%s", path);
-    char parent[4200];
-    snprintf(parent, sizeof parent, "%s", path);
-    for (;;) {
-        char *slash = strrchr(parent, '/');
-        while (slash && slash > parent && slash[1] == '\0') { /* trailing '/' */
-            *slash = '\0';
-            slash = strrchr(parent, '/');
-        }
-        if (!slash || slash == parent) return;
-        *slash = '\0';
-        if (present(parent)) return;
-        snprintf(top, n, "%s", parent);
-    }
-}
-
 ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char *const *wells,
                            int nwells, ts_error *err) {
     memset(g, 0, sizeof *g);
@@ -62,7 +44,7 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
     g->output = opt->output;
     g->t_out = opt->t_out;
     g->store_existed = present(opt->output);
-    if (!g->store_existed) first_missing(opt->output, g->created_top, sizeof g->created_top);
+    if (!g->store_existed) ts_first_missing(opt->output, g->created_top, sizeof g->created_top);
     g->wells = calloc((size_t)nwells + 1, sizeof *g->wells);
     if (!g->wells) return ts_fail(err, TS_ERR_NOMEM, "fuse: wells");
     g->nwells = nwells;
@@ -77,6 +59,9 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
         w->row_existed = present(w->row);
         w->well_existed = present(w->well);
         w->image_existed = present(w->image);
+        /* A replaced image is deleted once its successor is in: only if
+         * all of it is tessera's (store_own.c). */
+        if (w->image_existed && opt->t_out < 0 && (st = ts_tree_check_own(w->image, err)) != TS_OK) break;
         /* The group metadata files are rewritten in place, and a killed
          * replacement's temporary directory is in the well group; a new
          * image is built from scratch, but --t-out keeps the image and
@@ -96,46 +81,21 @@ ts_status fuse_guard_start_well(fuse_guard *g, int i, char *write_path, size_t n
             return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", w->image);
         return TS_OK;
     }
-    ts_status st = ts_make_temp_dir(w->image, w->staging, sizeof w->staging, err);
-    if (st) {
-        w->staging[0] = '\0';
-        return st;
-    }
-    if ((size_t)snprintf(write_path, n, "%s/0", w->staging) >= n)
-        return ts_fail(err, TS_ERR_ARG, "path too long: '%s/0'", w->staging);
+    ts_status st = ts_staged_begin(&w->staged, w->image, err);
+    if (st) return st;
+    if ((size_t)snprintf(write_path, n, "%s", w->staged.build) >= n)
+        return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", w->staged.build);
     return TS_OK;
 }
 
 ts_status fuse_guard_finish_well(fuse_guard *g, int i, ts_error *err) {
     fuse_guard_well *w = &g->wells[i];
-    if (!w->staging[0]) {
-        w->done = true;
-        return TS_OK;
-    }
-    char built[4400], old[4400];
-    snprintf(built, sizeof built, "%s/0", w->staging);
-    snprintf(old, sizeof old, "%s/old", w->staging);
-    /* Two renames within the well group: the old image is only ever absent
-     * from its path between them (a kill there leaves both images in the
-     * temporary directory, which the re-run sweeps before it fuses anew). */
-    if (rename(w->image, old) != 0)
-        return ts_fail(err, TS_ERR_IO, "cannot move the image '%s' aside to '%s': %s", w->image, old, strerror(errno));
-    if (rename(built, w->image) != 0) {
-        int e = errno;
-        if (rename(old, w->image) != 0) {
-            w->keep_staging = true;
-            return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s; the previous image is now '%s' "
-                           "(move it back before a re-run, which would remove it)", built, w->image,
-                           strerror(e), old);
-        }
-        return ts_fail(err, TS_ERR_IO, "cannot rename '%s' to '%s': %s", built, w->image, strerror(e));
+    if (w->staged.dir[0]) {
+        ts_status st = ts_staged_commit(&w->staged, err);
+        if (st) return st;
     }
     w->done = true;
-    /* The directory now holds only the old image. */
-    ts_status st = ts_remove_tree(w->staging, err);
-    if (st == TS_OK) w->staging[0] = '\0';
-    else ts_fail_context(err, st, "the new image %s is in place, but its old one was not removed", w->image);
-    return st;
+    return TS_OK;
 }
 
 static void remove_or_say(const char *path, ts_error *err) {
@@ -164,10 +124,10 @@ ts_status fuse_guard_fail(fuse_guard *g, ts_status st, ts_error *err) {
             snprintf(text, sizeof text, "; timepoint %d of the existing image %s may be partly "
                      "overwritten (re-run to complete it)", g->t_out, w->image);
             append(err, text);
-        } else if (!w->keep_staging) {
+        } else if (!w->staged.keep) {
             /* The replacement was being built beside the old image, which
              * was never touched: only the partial new one goes. */
-            if (w->staging[0]) remove_or_say(w->staging, err);
+            ts_staged_abort(&w->staged, err);
             snprintf(text, sizeof text, "; the existing image %s is left as it was", w->image);
             append(err, text);
         }

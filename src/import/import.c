@@ -47,6 +47,7 @@ typedef struct imp_tile {
 typedef struct imp_job {
     const ts_import_options *opt;
     char *input;            /* folder path without a trailing '/' */
+    const char *root;       /* where the plate is built (beside the output, swapped in at the end) */
     imp_tile *tiles;
     int64_t ntiles;
     ti_tiff_info info;      /* every tile's */
@@ -296,7 +297,7 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
     const imp_tile *t = &job->tiles[index];
     char path[4400], image[4200], arrpath[4300];
     tile_path(job, t, path, sizeof path);
-    snprintf(image, sizeof image, "%s/%s/%s", o->output, o->well, t->name);
+    snprintf(image, sizeof image, "%s/%s/%s", job->root, o->well, t->name);
     snprintf(arrpath, sizeof arrpath, "%s/0", image);
     size_t es = ts_dtype_size(job->info.dtype);
     size_t plane_bytes = (size_t)(job->info.height * job->info.width) * es;
@@ -332,31 +333,12 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
     return TS_OK;
 }
 
-/* An existing plate at the output is replaced (as simulate does); anything
- * else that exists there is left alone and refused, and so is an output
- * that holds the input folder (replacing it would delete the tiles). */
-static ts_status prepare_output(const char *path, const char *input, ts_error *err) {
-    if (!ts_path_exists(path)) return TS_OK;
-    char rin[4096], rout[4096];
-    if (realpath(input, rin) && realpath(path, rout)) {
-        size_t n = strlen(rout);
-        if (strncmp(rin, rout, n) == 0 && (rin[n] == '\0' || rin[n] == '/' || (n == 1 && rout[0] == '/')))
-            return ts_fail(err, TS_ERR_ARG, "output %s holds the input folder %s; not replacing it", path, input);
-    }
-    char a[4200], b[4200];
-    snprintf(a, sizeof a, "%s/zarr.json", path);
-    snprintf(b, sizeof b, "%s/.zgroup", path);
-    if (!ts_is_dir(path) || (!ts_path_exists(a) && !ts_path_exists(b)))
-        return ts_fail(err, TS_ERR_IO, "%s exists and is not a zarr store; not overwriting it", path);
-    return ts_remove_tree(path, err);
-}
-
 static ts_status write_layout(const imp_job *job, ts_error *err) {
     const char **names = calloc((size_t)job->ntiles, sizeof *names);
     if (!names) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < job->ntiles; i++) names[i] = job->tiles[i].name;
     const char *wells[1] = {job->opt->well};
-    ts_plate_layout L = {.path = job->opt->output, .version = job->opt->format,
+    ts_plate_layout L = {.path = job->root, .version = job->opt->format,
                          .name = "tessera import", .nwells = 1, .wells = wells,
                          .npositions = (int)job->ntiles, .positions = names};
     ts_status st = ts_plate_write_layout(&L, err);
@@ -387,7 +369,6 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
     imp_job job = {.opt = o};
     pthread_mutex_init(&job.progress_lock, NULL);
     ts_pool *pool = NULL;
-    bool created = false;
     if (!(job.input = strdup(o->input))) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
         goto done;
@@ -410,9 +391,15 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
     }
     if ((st = check_tiles(&job, pool, err)) != TS_OK) goto done;
     job.done = 0;
-    if ((st = prepare_output(o->output, job.input, err)) != TS_OK) goto done;
-    created = true;
-    if ((st = write_store(&job, pool, err)) != TS_OK) goto done;
+    /* Built beside the output and swapped in whole (ts_plate_output): a
+     * failed or killed run leaves the previous plate as it was, and an
+     * output holding or inside the input folder is refused. */
+    ts_plate_output po;
+    const char *inputs[1] = {job.input};
+    if ((st = ts_plate_output_begin(&po, o->output, "import", inputs, 1, err)) != TS_OK) goto done;
+    job.root = po.staged.build;
+    st = write_store(&job, pool, err);
+    if ((st = ts_plate_output_end(&po, st, err)) != TS_OK) goto done;
     if (result) {
         result->tiles = job.ntiles;
         result->grid_cols = cols, result->grid_rows = rows;
@@ -422,7 +409,6 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
         result->dtype = job.info.dtype;
     }
 done:
-    if (st != TS_OK && created) ts_remove_tree(o->output, NULL); /* nothing half-written */
     if (pool) ts_pool_destroy(pool);
     for (int64_t i = 0; i < job.ntiles; i++) free(job.tiles[i].file);
     free(job.tiles);

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "tessera/tessera.h"
+#include "common/lock.h"
+#include "common/staged.h"
 #include "zarr/zarr.h"
 
 #define TS_MAX_CHANNELS 64
@@ -160,5 +162,39 @@ ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
 
 /* Fills a default ts_image_meta: n channels labelled "Channel k", scale 1. */
 void ts_image_meta_default(ts_image_meta *meta, int nchannels);
+
+
+/* What an existing output may be (store_own.c). A run replaces or adds to
+ * a store only when it is a plate of the kind it writes. */
+typedef enum ts_store_kind { TS_STORE_TILE_PLATE, TS_STORE_MOSAIC_PLATE } ts_store_kind;
+
+/* Nothing at path (or an empty directory): *exists = false. Else a plate of
+ * kind want (its version into *version, may be NULL), or TS_ERR_ARG naming
+ * what it is instead. */
+ts_status ts_store_check_kind(const char *path, ts_store_kind want, ts_ome_version *version, bool *exists,
+                              ts_error *err);
+
+/* Every file under path is tessera's to delete (zarr metadata of groups and
+ * arrays, chunk keys inside arrays, tessera temporaries); else TS_ERR_ARG
+ * naming the first foreign file, directory or symlink. */
+ts_status ts_tree_check_own(const char *path, ts_error *err);
+
+
+/* Writing a plate of tiles (import, simulate) at output: begin checks the
+ * path against the run's inputs (common/outpath.h), takes output's lock,
+ * checks that what is there may be replaced (a plate of tiles, all of it
+ * tessera's), and stages the new plate beside it: the run writes the plate
+ * at po->staged.build. end(st) swaps it in when st is TS_OK (the old plate
+ * is removed only then), else removes the partial one; it releases the lock
+ * and returns the final status. */
+typedef struct ts_plate_output {
+    ts_output_lock lock;
+    ts_staged staged;
+    bool active;
+} ts_plate_output;
+
+ts_status ts_plate_output_begin(ts_plate_output *po, const char *output, const char *command,
+                                const char *const *inputs, int ninputs, ts_error *err);
+ts_status ts_plate_output_end(ts_plate_output *po, ts_status st, ts_error *err);
 
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/outpath.h"
 #include "ome/ome.h"
 #include "preview/canvas.h"
 #include "preview/mosaic.h"
@@ -183,6 +184,9 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
         return ts_fail(err, TS_ERR_ARG, "preview: a store and an output PNG are required");
     if (opt->max_size < 16 || opt->max_size > 65536)
         return ts_fail(err, TS_ERR_ARG, "preview: max size %d px is outside 16..65536", opt->max_size);
+    const char *inputs[2] = {opt->store, opt->shifts};
+    ts_status cst = ts_check_output_path("output", opt->output, inputs, 2, err);
+    if (cst) return cst;
     ts_plate *plate = NULL;
     ts_shifts *sh = NULL;
     tz_array *arr = NULL;

@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/orient.h"
+#include "common/outpath.h"
 #include "common/pool.h"
 #include "ome/ome.h"
 #include "shifts/shifts.h"
@@ -55,6 +56,7 @@ typedef struct sim_tile {
 
 typedef struct sim_job {
     const ts_simulate_options *opt;
+    const char *root;     /* where the plate is built (beside the output, swapped in at the end) */
     ts_orientation acq;
     int true_h, true_w;   /* stage orientation */
     int raw_h, raw_w;     /* stored */
@@ -193,7 +195,7 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
     const ts_simulate_options *o = job->opt;
     const sim_tile *t = &job->tiles[index];
     char image[4200], arrpath[4300];
-    snprintf(image, sizeof image, "%s/%s/%s", o->output, job->wells[t->well], t->name);
+    snprintf(image, sizeof image, "%s/%s/%s", job->root, job->wells[t->well], t->name);
     snprintf(arrpath, sizeof arrpath, "%s/0", image);
 
     ts_image_meta meta;
@@ -309,7 +311,7 @@ static ts_status write_layout(const sim_job *job, ts_error *err) {
         names[w] = all + i;
         while (i < job->ntiles && job->tiles[i].well == w) i++, counts[w]++;
     }
-    ts_plate_layout L = {.path = o->output, .version = o->format, .name = "tessera simulate",
+    ts_plate_layout L = {.path = job->root, .version = o->format, .name = "tessera simulate",
                          .nwells = job->nwells, .wells = wells, .positions_per_well = counts,
                          .well_positions = (const char *const *const *)names};
     st = ts_plate_write_layout(&L, err);
@@ -365,18 +367,26 @@ static ts_status write_truth(const sim_job *job, ts_error *err) {
     return st;
 }
 
-/* An existing plate at the output is replaced (stale positions would
- * otherwise stay listed nowhere but linger on disk); anything else that
- * exists there is left alone and refused. */
-static ts_status prepare_output(const char *path, ts_error *err) {
-    if (!ts_path_exists(path)) return TS_OK;
-    char a[4200], b[4200];
-    snprintf(a, sizeof a, "%s/zarr.json", path);
-    snprintf(b, sizeof b, "%s/.zgroup", path);
-    if (!ts_is_dir(path) || (!ts_path_exists(a) && !ts_path_exists(b)))
-        return ts_fail(err, TS_ERR_IO, "%s exists and is not a zarr store; not overwriting it",
-                       path);
-    return ts_remove_tree(path, err);
+/* Every tile, then the plate and well groups (last: a plate never lists
+ * positions that were not written), into job->root. */
+static ts_status render(sim_job *job, ts_error *err) {
+    ts_pool *pool = ts_pool_create(job->opt->threads);
+    if (!pool) return ts_fail(err, TS_ERR_NOMEM, "cannot start the thread pool");
+    int nw = ts_pool_size(pool);
+    job->scratch = calloc((size_t)nw, sizeof *job->scratch);
+    job->raw = calloc((size_t)nw, sizeof *job->raw);
+    ts_status st = TS_OK;
+    if (!job->scratch || !job->raw) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (st == TS_OK) st = ts_pool_run(pool, job->ntiles, write_tile, job, err);
+    ts_pool_destroy(pool);
+    for (int i = 0; i < nw && job->scratch && job->raw; i++) {
+        free(job->scratch[i]);
+        free(job->raw[i]);
+    }
+    free(job->scratch);
+    free(job->raw);
+    job->scratch = NULL, job->raw = NULL;
+    return st != TS_OK ? st : write_layout(job, err);
 }
 
 ts_status ts_simulate(const ts_simulate_options *o, ts_error *err) {
@@ -396,36 +406,20 @@ ts_status ts_simulate(const ts_simulate_options *o, ts_error *err) {
                           err)) != TS_OK)
         goto done;
     if ((st = plan_tiles(&job, err)) != TS_OK) goto done;
-    if ((st = prepare_output(o->output, err)) != TS_OK) goto done;
-
-    ts_pool *pool = ts_pool_create(o->threads);
-    if (!pool) {
-        st = ts_fail(err, TS_ERR_NOMEM, "cannot start the thread pool");
-        goto done;
-    }
-    int nw = ts_pool_size(pool);
-    job.scratch = calloc((size_t)nw, sizeof *job.scratch);
-    job.raw = calloc((size_t)nw, sizeof *job.raw);
-    if (!job.scratch || !job.raw) {
-        ts_pool_destroy(pool);
-        st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    st = ts_pool_run(pool, job.ntiles, write_tile, &job, err);
-    ts_pool_destroy(pool);
-    for (int i = 0; i < nw; i++) {
-        free(job.scratch[i]);
-        free(job.raw[i]);
-    }
-    if (st != TS_OK) goto done;
-    /* the plate and well groups last: a killed run leaves no plate that
-     * lists positions which were never written */
-    if ((st = write_layout(&job, err)) != TS_OK) goto done;
+    /* The truth file is no part of the store, and not inside it. */
+    const char *inputs[1] = {o->output};
+    if (o->truth && (st = ts_check_output_path("--truth", o->truth, inputs, 1, err)) != TS_OK) goto done;
+    /* Built beside the output and swapped in whole (ts_plate_output): a
+     * failed or killed run leaves the previous plate as it was. */
+    ts_plate_output po;
+    if ((st = ts_plate_output_begin(&po, o->output, "simulate", NULL, 0, err)) != TS_OK) goto done;
+    job.root = po.staged.build;
+    st = render(&job, err);
+    if ((st = ts_plate_output_end(&po, st, err)) != TS_OK) goto done;
     if (o->truth) st = write_truth(&job, err);
 done:
-    free(job.scratch);
-    free(job.raw);
     free(job.tiles);
     free(job.wells);
     return st;
 }
+

@@ -2,6 +2,7 @@
  * (tessera solve) from the pairwise measurements it keeps. */
 #include "solve/solve.h"
 #include "common/error.h"
+#include "common/outpath.h"
 #include "common/pool.h"
 
 #include <math.h>
@@ -228,8 +229,11 @@ ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_
         opt = &defaults;
     }
     if (!pairs_yaml || !output) return ts_fail(err, TS_ERR_ARG, "solve: input and output paths are required");
+    const char *inputs[2] = {pairs_yaml, opt->guess};
+    ts_status st = ts_check_output_path("output", output, inputs, 2, err);
+    if (st) return st;
     ts_shifts *s = NULL;
-    ts_status st = ts_shifts_read(pairs_yaml, &s, err);
+    st = ts_shifts_read(pairs_yaml, &s, err);
     if (st) return st;
     int npairs = 0;
     for (int i = 0; i < s->nwells; i++) npairs += s->wells[i].npairs;

@@ -290,7 +290,7 @@ def check_refusals():
     run("import", d, "-o", store)
     inner = os.path.join(store, "raw")
     shutil.copytree(d, inner)
-    refused("output holds the input", [inner, "-o", store], 2, "holds the input folder")
+    refused("output holds the input", [inner, "-o", store], 2, "holds the input")
     check(os.path.isfile(os.path.join(inner, "r0_c0.tif")), "the input tiles inside the output were deleted")
     check(os.path.exists(os.path.join(store, "A", "1")), "the existing store was removed")
 

@@ -204,27 +204,44 @@ def plant(where, name, pid):
     return f
 
 
+# A new store is built in a temporary directory beside the output and
+# renamed into place when complete: a killed run leaves no store at all (so
+# nothing half-written is ever opened as a plate), only that directory,
+# which the re-run sweeps (a stale temporary of the output's own name too;
+# another file's, and files that are not temporaries, are never touched).
 for fmt, meta in [("0.5", "zarr.json"), ("0.4", ".zattrs")]:
     clean, killed = path(f"clean{fmt}.zarr"), path(f"killed{fmt}.zarr")
     fuse_big(clean, "--format", fmt)
-    was_killed = killed_run(killed, os.path.join(killed, "A", "1", "0", "0"), "--format", fmt)
-    left = temps_under(killed)
+    staging = killed + ".tmp.*"
+    was_killed = killed_run(killed, os.path.join(staging, os.path.basename(killed), "A", "1", "0", "0"),
+                            "--format", fmt)
+    left = glob.glob(staging)
     print(f"{fmt}: killed mid-run: {was_killed}; temporaries left by the kill: {len(left)}")
     check(was_killed, "the run ended before it could be killed: the re-run checks below compare a complete run with itself")
-    # Stale temporaries of a dead writer where the run writes metadata, and
-    # files that are not tessera's temporaries (never touched).
+    check(not os.path.exists(killed), f"{fmt}: a killed run left a partial store at the output")
+    check(len(left) == 1 and os.path.isdir(left[0]), f"{fmt}: want one temporary directory beside the output: {left}")
     dead = dead_pid()
-    stale = [plant(killed, meta, dead), plant(os.path.join(killed, "A", "1"), meta, dead)]
-    foreign = os.path.join(killed, "notes.tmp.txt")
+    stale = [plant(TMP, os.path.basename(killed), dead)]
+    others = [plant(TMP, f"other{fmt}.zarr", dead)]
+    foreign = killed + ".tmp.txt"
     with open(foreign, "w") as fh:
         fh.write("mine")
     fuse_big(killed, "--format", fmt)
-    check(not any(os.path.exists(f) for f in stale), f"{fmt}: stale temporaries were not swept")
+    check(not any(os.path.exists(f) for f in stale + left), f"{fmt}: stale temporaries were not swept")
+    check(all(os.path.exists(f) for f in others), f"{fmt}: another output's temporary was removed")
     check(os.path.exists(foreign), f"{fmt}: a file that is not a tessera temporary was removed")
-    os.remove(foreign)
+    for f in others + [foreign]:
+        os.remove(f)
     rc, text = diff_r(clean, killed)
     check(rc == 0, f"{fmt}: killed + re-run differs from a clean run:\n{text[:2000]}")
-    check(not temps_under(killed), f"{fmt}: temporaries remain: {temps_under(killed)[:5]}")
+    check(not temps_under(killed) and not glob.glob(staging), f"{fmt}: temporaries remain: {temps_under(killed)[:5]}")
+    # Inside an existing mosaic, the metadata files a re-run rewrites: a
+    # dead writer's temporaries of them are swept.
+    stale = [plant(killed, meta, dead), plant(os.path.join(killed, "A", "1"), meta, dead)]
+    fuse_big(killed, "--format", fmt)
+    check(not any(os.path.exists(f) for f in stale), f"{fmt}: stale temporaries inside the store were not swept")
+    rc, text = diff_r(clean, killed)
+    check(rc == 0, f"{fmt}: a re-run over the store differs from a clean run:\n{text[:2000]}")
 
 # Killed while replacing an existing image (its new image half-built in the
 # temporary directory): the old image is untouched, and the re-run sweeps

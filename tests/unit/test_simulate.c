@@ -89,14 +89,18 @@ static void test_options_checked(void **state) {
     o.missing_fraction = 1.0;
     assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
     assert_false(ts_path_exists(out)); /* nothing written on refusal */
-    /* a non-store directory at the output is not replaced */
-    char dir[4200];
+    /* a non-store directory at the output is not replaced (an empty one
+     * is written into) */
+    char dir[4200], mine[4300];
     snprintf(dir, sizeof dir, "%s/not_a_store", tmpdir);
     assert_int_equal(ts_mkdirs(dir, &err), TS_OK);
+    snprintf(mine, sizeof mine, "%s/mine.txt", dir);
+    assert_int_equal(ts_write_file_atomic(mine, "x", 1, &err), TS_OK);
     o.missing_fraction = 0;
     o.output = dir;
     assert_int_equal(ts_simulate(&o, &err), TS_ERR_IO);
     assert_non_null(strstr(err.message, "not a zarr store"));
+    assert_true(ts_path_exists(mine));
 }
 
 /* A plate with an odd rot90 and non-square tiles: the stored arrays are
