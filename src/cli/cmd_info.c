@@ -1,6 +1,7 @@
 /* tessera info: describe a plate or mosaic store (text, or JSON with --json).
  * The text is rendered from the same JSON the library returns, so the two
- * never disagree. */
+ * never disagree. What does not read (the JSON's "errors") is shown in the
+ * description and makes the exit status 1, with one line on stderr. */
 #include "cli/cli.h"
 
 #include <jansson.h>
@@ -14,7 +15,9 @@ static void help(void) {
     printf("usage: tessera info STORE [--json] [--wells-all]\n\n"
            "Describe an OME-Zarr plate (input tiles or fused mosaic) or image: format version,\n"
            "wells, positions per well, tile shape and dtype, channels, codecs, chunk and shard\n"
-           "layout of each resolution level.\n\n"
+           "layout of each resolution level. Exit status 1 when part of the store does not\n"
+           "read (an image's metadata, a level's array): the description shows it, and\n"
+           "--json lists it under \"errors\".\n\n"
            "options:\n"
            "  --json        print the description as JSON\n"
            "  --wells-all   list every well in the text output (default: the first 20\n"
@@ -177,13 +180,22 @@ int cmd_info(int argc, char **argv) {
     char *text = NULL;
     ts_error err = {0};
     if (ts_info_json(store, &text, &err) != TS_OK) return cli_fail(CMD, &err);
-    if (json) {
-        printf("%s\n", text);
-    } else {
-        json_t *root = json_loads(text, 0, NULL);
-        if (root) print_text(root, all_wells);
-        json_decref(root);
+    json_t *root = json_loads(text, 0, NULL);
+    if (!root) {
+        free(text);
+        return cli_fail(CMD, &(ts_error){TS_ERR_INTERNAL, "the store's description is not valid JSON"});
     }
+    if (json) printf("%s\n", text);
+    else print_text(root, all_wells);
     free(text);
-    return CLI_OK;
+    json_t *errors = json_object_get(root, "errors");
+    size_t nerrors = json_array_size(errors);
+    if (nerrors) {
+        fflush(stdout);
+        fprintf(stderr, "tessera %s: %s", CMD, json_string_value(json_array_get(errors, 0)));
+        if (nerrors > 1) fprintf(stderr, " (and %zu more error%s)", nerrors - 1, nerrors > 2 ? "s" : "");
+        fputc('\n', stderr);
+    }
+    json_decref(root);
+    return nerrors ? CLI_FAIL : CLI_OK;
 }

@@ -1,7 +1,9 @@
 /* ts_info_json: a description of a plate or image store as JSON. The plate
  * part comes from the plate and well metadata only; the image part from one
  * representative position (the first whose metadata reads), since every
- * position of an acquisition shares tile shape, dtype and channels. */
+ * position of an acquisition shares tile shape, dtype and channels. What
+ * does not read (the image's metadata, a level's array) is described as an
+ * "error" where it belongs and listed in the top-level "errors". */
 #include "ome/ome_internal.h"
 
 #include <stdbool.h>
@@ -214,6 +216,25 @@ static json_t *plate_desc(const ts_plate *plate) {
     return o;
 }
 
+/* Every error of the description (the image's, each level's) in one list,
+ * so that a caller (tessera info's exit status, a pipeline reading --json)
+ * need not walk the tree to learn that something did not read. */
+static json_t *errors_of(json_t *root) {
+    json_t *errors = json_array();
+    json_t *img = json_object_get(root, "image");
+    json_t *e = json_object_get(img, "error");
+    if (json_is_string(e)) json_array_append(errors, e);
+    size_t i;
+    json_t *lv;
+    json_array_foreach(json_object_get(img, "levels"), i, lv) {
+        e = json_object_get(lv, "error");
+        if (json_is_string(e))
+            json_array_append_new(errors, json_sprintf("level %s: %s", json_string_value(json_object_get(lv, "path")),
+                                                       json_string_value(e)));
+    }
+    return errors;
+}
+
 ts_status ts_info_json(const char *store, char **json_out, ts_error *err) {
     *json_out = NULL;
     ome_node node;
@@ -259,6 +280,7 @@ ts_status ts_info_json(const char *store, char **json_out, ts_error *err) {
                        store);
     }
     json_object_set_new(root, "store", json_string(store));
+    json_object_set_new(root, "errors", errors_of(root));
     *json_out = json_dumps(root, JSON_PRESERVE_ORDER | JSON_INDENT(2));
     json_decref(root);
     if (!*json_out) return ts_fail(err, TS_ERR_NOMEM, "out of memory");

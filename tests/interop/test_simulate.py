@@ -318,11 +318,18 @@ def main():
     check(tree_digest(d3) != b1, "a different seed gives the same plate")
 
     # real plates and the broken store
-    info = json.loads(run("info", os.path.join(YAO, "v04/2551.zarr"), "--json").stdout)
+    # (copies of their metadata only: info describes them, and exits 1 naming
+    # the arrays that are absent)
+    p = run("info", os.path.join(YAO, "v04/2551.zarr"), "--json", ok=False)
+    info = json.loads(p.stdout)
     check(info["nwells"] == 96 and info["format"] == "0.4", "2551.zarr info")
     check(info["image"]["channels"][0]["label"] == "GFP", f"2551.zarr channels {info['image'].get('channels')}")
-    info = json.loads(run("info", os.path.join(YAO, "v05/76-45.ome.zarr"), "--json").stdout)
+    check(p.returncode == 1 and "level 0: no zarr array" in p.stderr and info["errors"][0].startswith("level 0: "),
+          f"2551.zarr without arrays: rc {p.returncode}, {p.stderr.strip()}")
+    p = run("info", os.path.join(YAO, "v05/76-45.ome.zarr"), "--json", ok=False)
+    info = json.loads(p.stdout)
     check(info["nwells"] == 384 and info["format"] == "0.5", "76-45 info")
+    check(p.returncode == 1 and len(info["errors"]) == 3, f"76-45 without arrays: rc {p.returncode}, {info['errors']}")
     p = run("info", os.path.join(YAO, "broken/broken_v05.ome.zarr"), ok=False)
     check(p.returncode == 1 and "A/2/zarr.json" in p.stderr and "node_type" in p.stderr,
           f"broken store: rc {p.returncode}, {p.stderr.strip()}")

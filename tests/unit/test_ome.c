@@ -381,6 +381,16 @@ static void test_array_axes_mismatch(void **state) {
     expect_error(ts_image_open_array(store, &m, 1, &arr, &err), &err, "array has 4 dimensions",
                  "axes list 3");
     assert_null(arr);
+    /* ts_info_json describes the image and lists both levels under
+     * "errors" (tessera info exits 1 on them; it printed "level 0: ERROR"
+     * with exit 0) */
+    char *json = NULL;
+    if (ts_info_json(store, &json, &err) != TS_OK) fail_msg("info failed: %s", err.message);
+    const char *errors = strstr(json, "\"errors\": [");
+    if (!errors || !strstr(errors, "level 0: ") || !strstr(errors, "dimension_names[1] is 'x'") ||
+        !strstr(errors, "level 1: ") || !strstr(errors, "array has 4 dimensions"))
+        fail_msg("errors not listed: %s", json);
+    free(json);
 }
 
 int main(void) {
