@@ -144,7 +144,12 @@ static ts_status read_chunk(const tz_array *arr, const int64_t *idx, const int64
     void *data = NULL;
     size_t size = 0;
     bool found = false;
-    ts_status st = ts_read_file_opt(file, &data, &size, &found, err);
+    /* A file larger than any encoding of the chunk is refused by its size,
+     * unread (a sparse file costs its writer nothing). */
+    size_t chunk_bytes = (size_t)tz_prod(m->ndim, m->chunk) * arr->esize;
+    ts_status st = ts_read_file_max(file, tz_chain_max_encoded(&m->codecs, chunk_bytes), &data, &size, &found, err);
+    if (st == TS_ERR_CORRUPT)
+        return ts_fail_context(err, st, "zarr array '%s', chunk '%s' (%zu bytes decoded)", arr->path, key, chunk_bytes);
     if (st) return st;
     if (!found) {
         tz_fill_box(m->ndim, arr->esize, arr->fill, buf, count, dst_off, extent);

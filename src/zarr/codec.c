@@ -2,15 +2,24 @@
  * bytes->bytes (blosc, zstd, gzip, zlib, crc32c). Encoding allocates; the
  * last decoding step writes straight into the caller's buffer when nothing
  * (transpose, byte swap) has to follow, so a compressed chunk costs one
- * decompression and no extra copy. */
+ * decompression and no extra copy.
+ *
+ * Decoding is bounded by the chunk, never by what the data claims: each
+ * step writes into a buffer of the most that step can produce from a valid
+ * chunk (the chunk's size for the last step, the encoding bound of the steps
+ * below it for the others) and stops there, so a frame claiming 2^60 bytes
+ * or a stream inflating to gigabytes costs no more memory or time than a
+ * valid chunk; going past the bound is TS_ERR_CORRUPT. */
 #include "zarr/zarr_internal.h"
 
 #include <blosc.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -205,22 +214,42 @@ static ts_status encode_one(const tz_codec *c, size_t esize, const unsigned char
     }
 }
 
-/* Inflates (zlib or gzip, detected) into dst (exactly cap bytes expected) or,
- * when dst is NULL, into a growing buffer. */
-static ts_status inflate_buf(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
-                             unsigned char **out, size_t *out_n, ts_error *err) {
+/* Largest encoding of n bytes through one bytes->bytes step by any encoder
+ * (readers meet files written by others): our own bound plus room for
+ * what other writers add (gzip names and extra fields, zstd frames ended at
+ * every flush, blosc block headers). Saturates instead of wrapping. */
+static size_t step_bound(const tz_codec *c, size_t n) {
+    if (c->id == TZ_CODEC_BYTES || c->id == TZ_CODEC_TRANSPOSE) return n;
+    size_t b = encode_bound(c, n);
+    size_t slack = n / 64 + ((size_t)64 << 10);
+    if (b < n || b > SIZE_MAX - slack) return SIZE_MAX;
+    return b + slack;
+}
+
+size_t tz_chain_max_encoded(const tz_codec_chain *chain, size_t decoded) {
+    size_t b = decoded;
+    for (int i = 0; i < chain->n; i++) b = step_bound(&chain->c[i], b);
+    return b;
+}
+
+/* For messages: what a decoding step's output went past, "the chunk's 8192
+ * bytes" (the last step) or "73872 bytes, the most ...". */
+#define BOUND_FMT "%s%zu bytes%s"
+#define BOUND_ARGS(cap, exact) (exact) ? "the chunk's " : "", (size_t)(cap), \
+        (exact) ? "" : ", the most this step can produce for a valid chunk"
+
+/* Inflates (zlib or gzip, detected) into o, at most cap bytes (exactly cap
+ * when exact). Output beyond cap is detected with one spare byte, without
+ * inflating further. */
+static ts_status inflate_capped(const unsigned char *in, size_t n, unsigned char *o, size_t cap, bool exact,
+                                size_t *out_n, ts_error *err) {
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, 15 + 32) != Z_OK) return ts_fail(err, TS_ERR_CODEC, "inflateInit failed");
-    unsigned char *buf = dst;
-    size_t size = cap;
-    if (!buf) {
-        size = n * 4 + 64;
-        buf = malloc(size);
-        if (!buf) { inflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (inflate)"); }
-    }
     /* zlib counts in uInt: input and output over 4 GiB go in pieces. */
-    size_t unfed = n;
+    size_t unfed = n, got = 0;
+    unsigned char spare;
+    bool over = false;
     int r;
     for (;;) {
         if (zs.avail_in == 0 && unfed > 0) {
@@ -228,104 +257,80 @@ static ts_status inflate_buf(const unsigned char *in, size_t n, unsigned char *d
             zs.avail_in = unfed > UINT_MAX ? UINT_MAX : (uInt)unfed;
             unfed -= zs.avail_in;
         }
-        size_t room = size - zs.total_out;
-        zs.next_out = buf + zs.total_out;
-        zs.avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
+        size_t room = cap - got;
+        bool probe = room == 0;
+        zs.next_out = probe ? &spare : o + got;
+        zs.avail_out = probe ? 1 : room > UINT_MAX ? UINT_MAX : (uInt)room;
+        uInt before = zs.avail_out;
         r = inflate(&zs, unfed == 0 ? Z_FINISH : Z_NO_FLUSH);
-        if (r == Z_STREAM_END) break;
-        if (r != Z_OK && r != Z_BUF_ERROR) break;
-        if ((zs.avail_in == 0 && unfed > 0) || (zs.avail_out == 0 && size > zs.total_out)) continue;
-        if (zs.avail_out == 0 && !dst) {
-            size_t ns = size * 2;
-            unsigned char *nb = realloc(buf, ns);
-            if (!nb) { free(buf); inflateEnd(&zs); return ts_fail(err, TS_ERR_NOMEM, "out of memory (inflate)"); }
-            buf = nb;
-            size = ns;
-            continue;
+        if (probe) {
+            if (zs.avail_out == 0) { over = true; break; }
+        } else {
+            got += before - zs.avail_out;
         }
+        if (r == Z_STREAM_END) break;
+        if (r == Z_OK) continue;
+        /* Z_BUF_ERROR: no progress; fine only when the output just filled
+         * (probed next round) or more input is waiting to be fed. */
+        if (r == Z_BUF_ERROR && ((zs.avail_in == 0 && unfed > 0) || (!probe && got == cap))) continue;
         break;
     }
-    size_t got = zs.total_out;
     inflateEnd(&zs);
-    if (r != Z_STREAM_END || (dst && got != cap)) {
-        if (!dst) free(buf);
-        if (r == Z_STREAM_END)
-            return ts_fail(err, TS_ERR_CORRUPT, "inflated %zu bytes, expected %zu", got, cap);
+    if (over)
+        return ts_fail(err, TS_ERR_CORRUPT, "zlib/gzip data inflates to more than " BOUND_FMT,
+                       BOUND_ARGS(cap, exact));
+    if (r != Z_STREAM_END)
         return ts_fail(err, TS_ERR_CORRUPT, "zlib/gzip data is invalid or truncated (%s)",
                        zs.msg ? zs.msg : "incomplete stream");
-    }
-    *out = buf;
+    if (exact && got != cap) return ts_fail(err, TS_ERR_CORRUPT, "inflated %zu bytes, expected %zu", got, cap);
     *out_n = got;
     return TS_OK;
 }
 
-static ts_status zstd_decode(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
-                             unsigned char **out, size_t *out_n, tz_codec_ctx *ctx, ts_error *err) {
+/* Single-shot into the bounded buffer: zstd stops at its end whatever the
+ * frame header claims, and needs no window buffer (streaming would allocate
+ * one as large as the frame asks). Frames without a content size (streaming
+ * encoders) and several frames decode the same way. */
+static ts_status zstd_decode(const unsigned char *in, size_t n, unsigned char *o, size_t cap, bool exact,
+                             size_t *out_n, tz_codec_ctx *ctx, ts_error *err) {
     unsigned long long fs = ZSTD_getFrameContentSize(in, n);
     if (fs == ZSTD_CONTENTSIZE_ERROR) return ts_fail(err, TS_ERR_CORRUPT, "not a zstd frame");
-    if (fs != ZSTD_CONTENTSIZE_UNKNOWN) {
-        if (dst && fs != cap)
-            return ts_fail(err, TS_ERR_CORRUPT, "zstd frame holds %llu bytes, expected %zu", fs, cap);
-        unsigned char *buf = dst ? dst : malloc(fs ? (size_t)fs : 1);
-        if (!buf) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
-        if (!ctx->zd) ctx->zd = ZSTD_createDCtx();
-        if (!ctx->zd) { if (!dst) free(buf); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
-        size_t r = ZSTD_decompressDCtx(ctx->zd, buf, (size_t)fs, in, n);
-        if (ZSTD_isError(r) || r != fs) {
-            if (!dst) free(buf);
-            return ts_fail(err, TS_ERR_CORRUPT, "zstd decompression failed: %s",
-                           ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short output");
-        }
-        *out = buf;
-        *out_n = r;
-        return TS_OK;
+    if (fs != ZSTD_CONTENTSIZE_UNKNOWN && fs > cap)
+        return ts_fail(err, TS_ERR_CORRUPT, "zstd frame claims %llu bytes, more than " BOUND_FMT, fs,
+                       BOUND_ARGS(cap, exact));
+    if (!ctx->zd) ctx->zd = ZSTD_createDCtx();
+    if (!ctx->zd) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
+    size_t r = ZSTD_decompressDCtx(ctx->zd, o, cap, in, n);
+    if (ZSTD_isError(r)) {
+        if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall)
+            return ts_fail(err, TS_ERR_CORRUPT, "zstd data decodes to more than " BOUND_FMT,
+                           BOUND_ARGS(cap, exact));
+        return ts_fail(err, TS_ERR_CORRUPT, "zstd decompression failed: %s", ZSTD_getErrorName(r));
     }
-    /* Frames written by streaming encoders carry no content size. */
-    ZSTD_DCtx *dc = ZSTD_createDCtx();
-    if (!dc) return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)");
-    size_t size = dst ? cap : n * 4 + 64;
-    unsigned char *buf = dst ? dst : malloc(size);
-    if (!buf) { ZSTD_freeDCtx(dc); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
-    ZSTD_inBuffer ib = {in, n, 0};
-    ZSTD_outBuffer ob = {buf, size, 0};
-    size_t r = 1;
-    while (ib.pos < ib.size) {
-        if (ob.pos == ob.size) {
-            if (dst) break;
-            size_t ns = size * 2;
-            unsigned char *nb = realloc(buf, ns);
-            if (!nb) { free(buf); ZSTD_freeDCtx(dc); return ts_fail(err, TS_ERR_NOMEM, "out of memory (zstd)"); }
-            buf = nb;
-            size = ns;
-            ob.dst = buf;
-            ob.size = size;
-        }
-        r = ZSTD_decompressStream(dc, &ob, &ib);
-        if (ZSTD_isError(r)) break;
-    }
-    ZSTD_freeDCtx(dc);
-    if (ZSTD_isError(r) || r != 0 || ib.pos != ib.size || (dst && ob.pos != cap)) {
-        if (!dst) free(buf);
-        return ts_fail(err, TS_ERR_CORRUPT, "zstd stream is invalid or truncated%s%s",
-                       ZSTD_isError(r) ? ": " : "", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "");
-    }
-    *out = buf;
-    *out_n = ob.pos;
+    if (exact && r != cap)
+        return ts_fail(err, TS_ERR_CORRUPT, "zstd data decodes to %zu bytes, expected %zu", r, cap);
+    *out_n = r;
     return TS_OK;
 }
 
-static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *dst, size_t cap,
-                              unsigned char **out, size_t *out_n, ts_error *err) {
-    size_t nbytes = 0;
+/* The header's sizes are checked against the bound before anything is
+ * decompressed: blosc trusts them for its own buffers. */
+static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *o, size_t cap, bool exact,
+                              size_t *out_n, ts_error *err) {
+    size_t nbytes = 0, cbytes = 0, blocksize = 0;
     if (n < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(in, n, &nbytes) != 0)
         return ts_fail(err, TS_ERR_CORRUPT, "blosc header is invalid or the buffer truncated (%zu bytes)", n);
-    if (dst && nbytes != cap)
+    blosc_cbuffer_sizes(in, &nbytes, &cbytes, &blocksize);
+    if (nbytes > cap)
+        return ts_fail(err, TS_ERR_CORRUPT, "blosc header claims %zu bytes, more than " BOUND_FMT, nbytes,
+                       BOUND_ARGS(cap, exact));
+    if (exact && nbytes != cap)
         return ts_fail(err, TS_ERR_CORRUPT, "blosc buffer holds %zu bytes, expected %zu", nbytes, cap);
-    unsigned char *buf = dst ? dst : malloc(nbytes ? nbytes : 1);
-    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "out of memory (blosc)");
-    int r = nbytes ? blosc_decompress_ctx(in, buf, nbytes, 1) : 0;
+    if (nbytes > 0 && (blocksize == 0 || blocksize > nbytes))
+        return ts_fail(err, TS_ERR_CORRUPT, "blosc header's block size %zu does not fit its %zu bytes", blocksize,
+                       nbytes);
+    int r = nbytes ? blosc_decompress_ctx(in, o, nbytes, 1) : 0;
     if (r < 0 || (size_t)r != nbytes) {
-        if (!dst) free(buf);
         /* Flags bits 5-7 name the compressor; Debian's c-blosc lacks snappy. */
         const char *cname = NULL;
         int code = in[2] >> 5;
@@ -338,38 +343,34 @@ static ts_status blosc_decode(const unsigned char *in, size_t n, unsigned char *
         }
         return ts_fail(err, TS_ERR_CORRUPT, "blosc decompression failed (%d)", r);
     }
-    *out = buf;
     *out_n = nbytes;
     return TS_OK;
 }
 
-/* Decodes one bytes->bytes step. With dst, the result must be exactly cap
- * bytes and lands in dst; otherwise *out is malloc'd, or (crc32c) points
- * into `in`, which *owned reports. */
-static ts_status decode_one(const tz_codec *c, const unsigned char *in, size_t n,
-                            unsigned char *dst, size_t cap, unsigned char **out, size_t *out_n,
-                            bool *owned, tz_codec_ctx *ctx, ts_error *err) {
-    *owned = dst == NULL;
+/* Decodes one bytes->bytes step into o (capacity cap; exactly cap bytes
+ * when exact), except crc32c, which strips its checksum in place: *out is
+ * `in` then, copied into o only when o is the caller's chunk (exact). */
+static ts_status decode_one(const tz_codec *c, const unsigned char *in, size_t n, unsigned char *o,
+                            size_t cap, bool exact, const unsigned char **out, size_t *out_n,
+                            tz_codec_ctx *ctx, ts_error *err) {
+    *out = o;
     switch (c->id) {
-    case TZ_CODEC_ZSTD: return zstd_decode(in, n, dst, cap, out, out_n, ctx, err);
+    case TZ_CODEC_ZSTD: return zstd_decode(in, n, o, cap, exact, out_n, ctx, err);
     case TZ_CODEC_GZIP:
-    case TZ_CODEC_ZLIB: return inflate_buf(in, n, dst, cap, out, out_n, err);
-    case TZ_CODEC_BLOSC: return blosc_decode(in, n, dst, cap, out, out_n, err);
+    case TZ_CODEC_ZLIB: return inflate_capped(in, n, o, cap, exact, out_n, err);
+    case TZ_CODEC_BLOSC: return blosc_decode(in, n, o, cap, exact, out_n, err);
     case TZ_CODEC_CRC32C: {
         if (n < 4) return ts_fail(err, TS_ERR_CORRUPT, "crc32c: %zu bytes is too short for a checksum", n);
+        if (n - 4 > cap || (exact && n - 4 != cap))
+            return ts_fail(err, TS_ERR_CORRUPT, "crc32c payload is %zu bytes, expected %s%zu", n - 4,
+                           exact ? "" : "at most ", cap);
         uint32_t stored = (uint32_t)in[n - 4] | (uint32_t)in[n - 3] << 8 |
                           (uint32_t)in[n - 2] << 16 | (uint32_t)in[n - 1] << 24;
         uint32_t crc = tz_crc32c(0, in, n - 4);
         if (crc != stored)
             return ts_fail(err, TS_ERR_CORRUPT, "CRC32C mismatch (stored 0x%08x, computed 0x%08x)", stored, crc);
-        if (dst) {
-            if (n - 4 != cap) return ts_fail(err, TS_ERR_CORRUPT, "crc32c payload is %zu bytes, expected %zu", n - 4, cap);
-            memcpy(dst, in, cap);
-            *out = dst;
-        } else {
-            *out = (unsigned char *)in;
-            *owned = false;
-        }
+        if (o) memcpy(o, in, n - 4);
+        else *out = in;
         *out_n = n - 4;
         return TS_OK;
     }
@@ -455,6 +456,15 @@ ts_status tz_encode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool 
     return TS_OK;
 }
 
+/* Which of ctx's scratch buffers holds p (-1: neither, the caller's). */
+static int buf_of(const tz_codec_ctx *ctx, const unsigned char *p) {
+    for (int k = 0; k < 2; k++)
+        if (ctx->buf[k] && (uintptr_t)p >= (uintptr_t)ctx->buf[k] &&
+            (uintptr_t)p < (uintptr_t)ctx->buf[k] + ctx->cap[k])
+            return k;
+    return -1;
+}
+
 ts_status tz_decode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian,
                               int ndim, const int64_t *shape, const void *in, size_t in_size,
                               void *data, tz_codec_ctx *ctx, ts_error *err) {
@@ -469,25 +479,41 @@ ts_status tz_decode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool 
     bool swap = esize > 1 && be != tz_native_big_endian();
     size_t n = (size_t)tz_prod(ndim, shape) * esize;
 
-    unsigned char *cur = (unsigned char *)in;
+    /* bound[i]: the most decoding step i can rightly produce, i.e. the
+     * largest input encoding step i can have been given: the chunk itself
+     * for the first bytes codec, the encoding bound of the steps before it
+     * for the others; bound[chain->n] bounds the stored bytes. */
+    size_t bound[TZ_MAX_CODECS + 1];
+    bound[first] = n;
+    for (int i = first; i < chain->n; i++) bound[i + 1] = step_bound(&chain->c[i], bound[i]);
+    if (in_size > bound[chain->n])
+        return ts_fail(err, TS_ERR_CORRUPT, "%zu stored bytes, more than %zu, the most any encoding of a "
+                       "%zu-byte chunk through its codecs can be", in_size, bound[chain->n], n);
+
+    const unsigned char *cur = in;
     size_t cur_n = in_size;
-    bool owned = false;
+    int cur_buf = buf_of(ctx, cur);
     for (int i = chain->n - 1; i >= first; i--) {
-        bool direct = i == first && ntrans == 0;
+        bool last = i == first;
         unsigned char *o = NULL;
+        int o_buf = -1;
+        if (last && ntrans == 0) {
+            o = data;
+        } else if (chain->c[i].id != TZ_CODEC_CRC32C) {
+            o_buf = cur_buf == 0 ? 1 : 0;
+            if (!(o = ctx_buf(ctx, o_buf, bound[i] ? bound[i] : 1)))
+                return ts_fail(err, TS_ERR_NOMEM, "out of memory (%zu bytes to decode a %zu-byte chunk)", bound[i], n);
+        }
+        const unsigned char *out = NULL;
         size_t on = 0;
-        bool o_owned;
-        st = decode_one(&chain->c[i], cur, cur_n, direct ? data : NULL, n, &o, &on, &o_owned, ctx, err);
-        if (st) { if (owned) free(cur); return st; }
-        if (owned && o != cur) free(cur);
-        owned = owned && o == cur ? true : o_owned;
-        cur = o;
+        st = decode_one(&chain->c[i], cur, cur_n, o, bound[i], last, &out, &on, ctx, err);
+        if (st) return st;
+        if (out != o) o_buf = cur_buf; /* crc32c: a prefix of its input */
+        cur = out;
         cur_n = on;
+        cur_buf = o_buf;
     }
-    if (cur_n != n) {
-        if (owned) free(cur);
-        return ts_fail(err, TS_ERR_CORRUPT, "decoded chunk is %zu bytes, expected %zu", cur_n, n);
-    }
+    if (cur_n != n) return ts_fail(err, TS_ERR_CORRUPT, "decoded chunk is %zu bytes, expected %zu", cur_n, n);
     if (ntrans > 0) {
         /* Undo the transposes, last first: the encoded shape is the chunk
          * shape permuted by each order in turn. */
@@ -498,16 +524,15 @@ ts_status tz_decode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool 
         for (int t = ntrans - 1; t >= 0; t--) {
             int inv[TZ_MAX_DIM];
             for (int d = 0; d < ndim; d++) inv[chain->c[t].order[d]] = d;
-            unsigned char *dst = t == 0 ? data : malloc(n ? n : 1);
-            if (!dst) { if (owned) free(cur); return ts_fail(err, TS_ERR_NOMEM, "out of memory (transpose)"); }
+            int o_buf = cur_buf == 0 ? 1 : 0;
+            unsigned char *dst = t == 0 ? data : ctx_buf(ctx, o_buf, n ? n : 1);
+            if (!dst) return ts_fail(err, TS_ERR_NOMEM, "out of memory (transpose)");
             transpose(ndim, esize, inv, cur, shapes[t + 1], dst);
-            if (owned) free(cur);
             cur = dst;
-            owned = t != 0;
+            cur_buf = o_buf;
         }
     } else if (cur != data) {
         memcpy(data, cur, n);
-        if (owned) free(cur);
     }
     if (swap) byteswap(data, n / esize, esize);
     return TS_OK;

@@ -5,6 +5,7 @@
  * sentinel (2^64-1, 2^64-1). Reads fetch the index and then only the inner
  * chunks they need, with pread. */
 #include "zarr/zarr_internal.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,27 +39,37 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
                         ts_error *err) {
     const tz_array_meta *m = &arr->meta;
     int nd = m->ndim;
-    int fd = open(file, O_RDONLY);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) {
-            tz_fill_box(nd, arr->esize, arr->fill, dst, dst_shape, dst_off, extent);
-            return TS_OK;
-        }
-        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", file, strerror(errno));
+    int fd;
+    uint64_t fsize;
+    bool found;
+    ts_status st = ts_open_regular(file, &fd, &fsize, &found, err);
+    if (st) return st;
+    if (!found) {
+        tz_fill_box(nd, arr->esize, arr->fill, dst, dst_shape, dst_off, extent);
+        return TS_OK;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) { close(fd); return ts_fail(err, TS_ERR_IO, "cannot stat '%s'", file); }
-    uint64_t fsize = (uint64_t)sb.st_size;
+    const int64_t *ic = m->sharding.inner_chunk;
+    size_t inner_bytes = (size_t)tz_prod(nd, ic) * arr->esize;
+    /* No inner chunk is larger than any encoding of it, and no shard larger
+     * than its index and all of them: what the index or the file's size say
+     * beyond that is damage, refused before it is allocated or read. */
+    const uint64_t inner_max = tz_chain_max_encoded(&m->sharding.codecs, inner_bytes);
+    const uint64_t shard_max = inner_max > (UINT64_MAX - arr->index_bytes) / (uint64_t)arr->inner_per_shard
+                                   ? UINT64_MAX
+                                   : inner_max * (uint64_t)arr->inner_per_shard + arr->index_bytes;
+    if (fsize > shard_max) {
+        close(fd);
+        return ts_fail(err, TS_ERR_CORRUPT, "'%s' (shard '%s') is %llu bytes, more than the %llu bytes any "
+                       "encoding of its %lld inner chunks and index can be", file, key, (unsigned long long)fsize,
+                       (unsigned long long)shard_max, (long long)arr->inner_per_shard);
+    }
     size_t nidx = (size_t)arr->inner_per_shard * 2;
     uint64_t *index = malloc(nidx * 8);
     unsigned char *raw = malloc(arr->index_bytes);
-    const int64_t *ic = m->sharding.inner_chunk;
-    size_t inner_bytes = (size_t)tz_prod(nd, ic) * arr->esize;
     unsigned char *chunk = malloc(inner_bytes ? inner_bytes : 1);
     unsigned char *enc = NULL;
     size_t enc_cap = 0;
     tz_codec_ctx ctx = {0};
-    ts_status st = TS_OK;
     if (!index || !raw || !chunk) { st = ts_fail(err, TS_ERR_NOMEM, "out of memory reading '%s'", file); goto done; }
     if (fsize < arr->index_bytes) {
         st = ts_fail(err, TS_ERR_CORRUPT, "'%s' (shard '%s') is truncated: %llu bytes, the index alone needs %zu",
@@ -103,6 +114,13 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
                              "'%s' (shard '%s'): inner chunk %lld at [%llu, +%llu) lies beyond the file's %llu bytes",
                              file, key, (long long)lin, (unsigned long long)off, (unsigned long long)nb,
                              (unsigned long long)fsize);
+                goto done;
+            }
+            if (nb > inner_max) {
+                st = ts_fail(err, TS_ERR_CORRUPT,
+                             "'%s' (shard '%s'): inner chunk %lld is %llu bytes, more than the %llu bytes any "
+                             "encoding of its %zu can be", file, key, (long long)lin, (unsigned long long)nb,
+                             (unsigned long long)inner_max, inner_bytes);
                 goto done;
             }
             if (nb > enc_cap) {

@@ -51,6 +51,12 @@ ts_status tz_encode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool 
 ts_status tz_decode_chunk_ctx(const tz_codec_chain *chain, ts_dtype dtype, bool big_endian, int ndim,
                               const int64_t *shape, const void *in, size_t in_size, void *data,
                               tz_codec_ctx *ctx, ts_error *err);
+/* The most bytes any encoder can store for a chunk of `decoded` bytes through
+ * chain (each bytes->bytes step's worst-case expansion, with room for other
+ * writers' headers; SIZE_MAX when it overflows): a larger chunk file or inner
+ * chunk is not an encoding of the chunk and is refused unread. Decoding
+ * bounds each step the same way. */
+size_t tz_chain_max_encoded(const tz_codec_chain *chain, size_t decoded);
 
 /* meta.c: metadata documents <-> tz_array_meta. `where` names the array in
  * error messages. The parse functions fill meta and *attributes (malloc'd). */
