@@ -1,8 +1,8 @@
 /* Bench driver (bench/verify.sh): the plain decode floor of `tessera verify`
  * on zstd stores. Reads every chunk/shard file of the given arrays and
  * ZSTD_decompresses every chunk (every non-empty inner chunk of a shard,
- * found through its index) into a reused buffer on THREADS threads: no CRC,
- * no range or size checks, no problem bookkeeping. The metadata come from
+ * found through its index and read with pread) into a reused buffer on
+ * THREADS threads: no CRC, no range or size checks, no problem bookkeeping. The metadata come from
  * tz_array_open; the decoding does not go through the zarr layer.
  *   verify_floor THREADS ARRAY_DIR...
  * prints: seconds, chunks, bytes read, bytes decoded, MB/s decoded. */
@@ -56,8 +56,8 @@ static bool read_all(const char *file, unsigned char **buf, size_t *cap, size_t 
 static void *worker(void *user) {
     job *J = user;
     ZSTD_DCtx *dc = ZSTD_createDCtx();
-    unsigned char *out = NULL, *b = NULL;
-    size_t cap = 0, bcap = 0;
+    unsigned char *out = NULL, *b = NULL, *ix = NULL;
+    size_t cap = 0, bcap = 0, icap = 0;
     for (;;) {
         int64_t i = atomic_fetch_add(&J->next, 1);
         if (i >= J->nitems) break;
@@ -71,33 +71,50 @@ static void *worker(void *user) {
         char key[256], file[4600];
         tz_chunk_key(m, idx, key, sizeof key);
         snprintf(file, sizeof file, "%s/%s", tz_array_path(arr), key);
-        size_t n;
-        if (!read_all(file, &b, &bcap, &n)) continue;
         size_t raw = tz_stored_chunk_bytes(arr);
         if (cap < raw) out = realloc(out, cap = raw);
-        atomic_fetch_add(&J->bytes_read, (long long)n);
         if (!m->sharded) {
+            size_t n;
+            if (!read_all(file, &b, &bcap, &n)) continue;
+            atomic_fetch_add(&J->bytes_read, (long long)n);
             if (!ZSTD_isError(ZSTD_decompressDCtx(dc, out, raw, b, n))) {
                 atomic_fetch_add(&J->chunks, 1);
                 atomic_fetch_add(&J->bytes_decoded, (long long)raw);
             }
-        } else {
-            int64_t ni = tz_shard_inner_count(arr);
-            size_t ib = tz_shard_index_size(arr);
-            const unsigned char *ix = b + n - ib; /* index at the end, little endian */
-            for (int64_t k = 0; k < ni && n >= ib; k++) {
-                uint64_t off, nb;
-                memcpy(&off, ix + 16 * k, 8);
-                memcpy(&nb, ix + 16 * k + 8, 8);
-                if (off == UINT64_MAX || off + nb > n) continue;
-                if (!ZSTD_isError(ZSTD_decompressDCtx(dc, out, raw, b + off, nb))) {
-                    atomic_fetch_add(&J->chunks, 1);
-                    atomic_fetch_add(&J->bytes_decoded, (long long)raw);
+            continue;
+        }
+        /* a shard: pread the index at the end, then each inner chunk (the
+         * encoded bytes stay in cache for their decompression) */
+        int fd = open(file, O_RDONLY);
+        if (fd < 0) continue;
+        struct stat sb;
+        fstat(fd, &sb);
+        const uint64_t fsize = (uint64_t)sb.st_size;
+        const int64_t ni = tz_shard_inner_count(arr);
+        const size_t ib = tz_shard_index_size(arr);
+        if (fsize >= ib) {
+            if (icap < ib) ix = realloc(ix, icap = ib);
+            if (pread(fd, ix, ib, (off_t)(fsize - ib)) == (ssize_t)ib) {
+                atomic_fetch_add(&J->bytes_read, (long long)ib);
+                for (int64_t k = 0; k < ni; k++) {
+                    uint64_t off, nb;
+                    memcpy(&off, ix + 16 * k, 8); /* little-endian host */
+                    memcpy(&nb, ix + 16 * k + 8, 8);
+                    if (off == UINT64_MAX || off + nb > fsize) continue;
+                    if (bcap < nb) b = realloc(b, bcap = nb);
+                    if (pread(fd, b, nb, (off_t)off) != (ssize_t)nb) continue;
+                    atomic_fetch_add(&J->bytes_read, (long long)nb);
+                    if (!ZSTD_isError(ZSTD_decompressDCtx(dc, out, raw, b, nb))) {
+                        atomic_fetch_add(&J->chunks, 1);
+                        atomic_fetch_add(&J->bytes_decoded, (long long)raw);
+                    }
                 }
             }
         }
+        close(fd);
     }
     free(b);
+    free(ix);
     free(out);
     ZSTD_freeDCtx(dc);
     return NULL;
