@@ -21,7 +21,7 @@ static void help(void) {
            "none that is all fill), so it is counted, not an error, unless --require-chunks.\n"
            "Memory: one stored piece per thread.\n\n"
            "options:\n"
-           "  --json               print a one-line JSON summary (with every problem listed)\n"
+           "  --json               print a one-line JSON summary, with the problems listed\n"
            "  --threads N          threads (default 0 = all cores)\n"
            "  --require-chunks     an absent chunk or shard is an error (stores known to be dense)\n"
            "  --max-problems N     problems listed (the first, in store order; default 1000);\n"
@@ -61,7 +61,8 @@ static void print_text(const char *store, const ts_verify_result *r, double seco
         printf(": %s\n", p->reason);
     }
     if (r->nproblems > r->nlisted)
-        printf("... %lld more problems not listed (--max-problems)\n", (long long)(r->nproblems - r->nlisted));
+        printf("... %lld more problem%s not listed (--max-problems)\n", (long long)(r->nproblems - r->nlisted),
+               r->nproblems - r->nlisted == 1 ? "" : "s");
     printf("%s: %lld array%s", store, (long long)r->arrays, r->arrays == 1 ? "" : "s");
     if (r->images) printf(" in %lld image%s", (long long)r->images, r->images == 1 ? "" : "s");
     printf(", %lld chunk%s decoded from %lld file%s (%.1f MB read, %.1f MB decoded) in %.2f s, %d thread%s\n",
