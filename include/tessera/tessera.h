@@ -234,10 +234,44 @@ typedef struct ts_estimate_options {
      * considered, and the expected offset itself is checked. 0 = default:
      * no limit, or half the smaller overlap with a guess; < 0: no limit. */
     double max_shift;
+    /* Write the shifts file even when the quality check fails (the nominal
+     * overlap disagrees with the measured one, or the solution is
+     * implausible); ts_estimate_run then returns TS_OK with result->verdict
+     * set. Default false: TS_ERR_NUMERIC, nothing written. See docs/qc.md. */
+    bool accept_poor;
 } ts_estimate_options;
 
 void ts_estimate_options_init(ts_estimate_options *opt);
 ts_status ts_estimate(const ts_estimate_options *opt, ts_error *err);
+
+/* The quality check of one direction (x: left/right pairs, y: top/bottom
+ * pairs) over a well or the plate. A pair is trusted when it matched with
+ * confidence >= 0.1 and the solve did not flag it as an outlier; the
+ * measured overlap is the tile extent minus the median trusted offset along
+ * the axis, its spread 1.4826 x the median absolute deviation (the stage
+ * repeatability). See docs/qc.md. */
+typedef struct ts_overlap_qc {
+    int64_t pairs, measured, trusted, outliers; /* neighbour pairs; matched; trusted; flagged */
+    int nominal;                 /* --overlap-x / --overlap-y, px */
+    double overlap, spread;      /* px; NaN without trusted pairs */
+    double conf_q[3];            /* confidence quartiles of the measured pairs (NaN: none) */
+    bool probed;                 /* overlap re-measured with wide strips (few trusted pairs) */
+} ts_overlap_qc;
+
+typedef enum ts_verdict {
+    TS_VERDICT_OK = 0,
+    TS_VERDICT_OVERLAP_WRONG, /* measured overlap disagrees with the nominal one */
+    TS_VERDICT_IMPLAUSIBLE    /* too few trusted pairs, too many outliers */
+} ts_verdict;
+
+typedef struct ts_estimate_well_qc {
+    char well[32];
+    ts_overlap_qc dir[2];        /* [0] x, [1] y */
+    int64_t isolated;            /* tiles without a matched pair */
+    int groups;                  /* connected groups of tiles (isolated ones included) */
+    double max_residual;         /* px, largest residual of a trusted pair */
+    ts_verdict verdict;
+} ts_estimate_well_qc;
 
 /* What an estimate run did, for the CLI's --json summary. */
 typedef struct ts_estimate_result {
@@ -251,7 +285,16 @@ typedef struct ts_estimate_result {
     int64_t tile_reads;           /* tile planes decoded (== tiles when the cache held them) */
     size_t peak_cache_bytes;
     int strip_shape[2][2];        /* (h, w) of the right / below pair strips */
+    /* The quality check (first rank only; filled also when it fails). */
+    ts_overlap_qc overlap[2];     /* over the plate: [0] x, [1] y */
+    ts_verdict verdict;
+    char verdict_message[480];    /* one line: what was measured, what to pass */
+    bool written;                 /* the shifts file was written */
+    int nwell_qc;
+    ts_estimate_well_qc *well_qc; /* per well (malloc'd; ts_estimate_result_free) */
 } ts_estimate_result;
+
+void ts_estimate_result_free(ts_estimate_result *r);
 
 /* ts_estimate that also reports what it did (result may be NULL). */
 ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *result, ts_error *err);
@@ -288,6 +331,12 @@ typedef struct ts_fuse_options {
     ts_progress_fn progress; /* optional */
     void *progress_user;
     const ts_dist *dist;     /* NULL = one process; else Y bands split over ranks */
+    /* Continue an interrupted (killed) run that was writing a new store at
+     * output: its blocks that are complete and decode are kept, the rest
+     * written; the result is the store an uninterrupted run writes. Refused
+     * (TS_ERR_ARG naming what differs) when the options, inputs or layouts
+     * are not the interrupted run's, and when there is no such run. */
+    bool resume;
 } ts_fuse_options;
 
 void ts_fuse_options_init(ts_fuse_options *opt);
@@ -303,6 +352,7 @@ typedef struct ts_fuse_result {
     int64_t canvas_h, canvas_w;     /* of the last well */
     int chunk, shard;               /* inner chunk px, chunks per shard side */
     size_t peak_strip_bytes;        /* most tile-strip memory held at once */
+    int64_t blocks_resumed;         /* --resume: blocks kept from the interrupted run (all levels) */
     ts_orientation orientation;     /* orientation used */
     bool orientation_from_file;     /* taken from the shifts file */
     /* Flags were given and the shifts file recorded different ones (the

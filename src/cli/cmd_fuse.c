@@ -38,6 +38,9 @@ static const char *FUSE_USAGE =
     "running:\n"
     "  --threads N            worker threads, default all cores\n"
     "  --memory BYTES         working-memory bound (e.g. 2G, 512M), default 2G\n"
+    "  --resume               continue a killed run that was writing the new store\n"
+    "                         OUT (same options and inputs): its complete blocks are\n"
+    "                         checked and kept, the rest written\n"
     "  --json                 print a JSON summary on stdout\n"
     "  -h, --help             this help\n";
 
@@ -88,6 +91,8 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
     } else if (!strcmp(a, "--memory")) {
         VALUE();
         if (!cli_size(cmd, a, v, &o->memory)) return -1;
+    } else if (!strcmp(a, "--resume")) {
+        o->resume = true;
     } else {
         return 0;
     }
@@ -105,12 +110,12 @@ void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double
     if (!json) return;
     printf("{\"wells\": %d, \"tiles\": %lld, \"strips_read\": %lld, \"blocks_written\": %lld, "
            "\"output_pixels\": %lld, \"canvas\": [%lld, %lld], \"chunk\": %d, \"shard\": %d, "
-           "\"peak_strip_bytes\": %zu, \"orientation\": {\"flipud\": %s, \"fliplr\": %s, "
+           "\"peak_strip_bytes\": %zu, \"blocks_resumed\": %lld, \"orientation\": {\"flipud\": %s, \"fliplr\": %s, "
            "\"rot90\": %d}, \"orientation_from_file\": %s, \"orientation_mismatch\": %s, "
            "\"seconds\": %.3f, \"megapixels_per_second\": %.3f}\n",
            r->wells, (long long)r->tiles, (long long)r->strips_read, (long long)r->blocks_written,
            (long long)r->output_pixels, (long long)r->canvas_h, (long long)r->canvas_w, r->chunk,
-           r->shard, r->peak_strip_bytes, r->orientation.flipud ? "true" : "false",
+           r->shard, r->peak_strip_bytes, (long long)r->blocks_resumed, r->orientation.flipud ? "true" : "false",
            r->orientation.fliplr ? "true" : "false", r->orientation.rot90,
            r->orientation_from_file ? "true" : "false", r->orientation_mismatch ? "true" : "false",
            seconds, seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);

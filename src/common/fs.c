@@ -323,9 +323,25 @@ static long temp_name_pid(const char *name) {
 
 bool ts_is_temp_name(const char *name) { return temp_name_pid(name) > 0; }
 
+/* A zombie (killed, not yet reaped by its parent) still answers kill(pid,
+ * 0) but writes nothing more: it counts as dead (/proc/PID/stat state Z or
+ * X; where /proc is absent, as alive). */
+static bool zombie(long pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static bool process_alive(long pid) {
     if (pid == (long)getpid()) return true;
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return false;
+    return !zombie(pid);
 }
 
 bool ts_process_alive(long pid) { return pid > 0 && process_alive(pid); }

@@ -21,14 +21,26 @@ ts_status fuse_weights_init(fuse_well *W, ts_error *err) {
         if (k == W->nshapes) {
             W->shapes[k][0] = t->h;
             W->shapes[k][1] = t->w;
-            W->weights[k] = malloc((size_t)(t->h * t->w) * sizeof(float));
-            if (!W->weights[k]) return ts_fail(err, TS_ERR_NOMEM, "weights of a %lldx%lld tile", (long long)t->h, (long long)t->w);
+            /* Within --memory: fuse_well_tiles checked it (tiles.c). */
+            W->weights[k] = malloc(fuse_tile_weights_bytes(t->h, t->w));
+            if (!W->weights[k]) {
+                const ts_well_info *well = &W->plate->wells[W->w];
+                return ts_fail(err, TS_ERR_NOMEM, "out of memory for the blending weights of tile %s/%s of plate %s "
+                               "(%lldx%lld px)", well->path, well->positions[t->position], W->plate->path,
+                               (long long)t->h, (long long)t->w);
+            }
             W->K->weights(W->weights[k], t->h, t->w, W->opt->blend, W->opt->exponent);
             W->nshapes++;
         }
         t->shape_id = k;
     }
     return TS_OK;
+}
+
+size_t fuse_weights_bytes(const fuse_well *W) {
+    size_t n = 0;
+    for (int k = 0; k < W->nshapes; k++) n += fuse_tile_weights_bytes(W->shapes[k][0], W->shapes[k][1]);
+    return n;
 }
 
 void fuse_weights_free(fuse_well *W) {
@@ -211,8 +223,9 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     strip->w = t->w;
     strip->nc = 0;
     strip->dtype = strip_dtype(t->dtype);
-    /* tcz max: a tile without this t or z contributes nothing (zero pad). */
-    if (t_in >= t->T || z >= t->Z) return TS_OK;
+    /* tcz max: a tile without this t or z contributes nothing (zero pad);
+     * with --resume, a strip only complete blocks use is not read. */
+    if (t_in >= t->T || z >= t->Z || !fuse_resume_strip_needed(W, unit, slot)) return TS_OK;
     int64_t nc = t->C < W->L.C ? t->C : W->L.C;
     const ts_orientation *o = &W->orient;
     /* Raw bounding box of oriented rows [r0, r1) x all columns. */
@@ -406,6 +419,7 @@ static ts_status block_buffers(fuse_well *W, fuse_scratch *sc, ts_error *err) {
 static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
                                const fuse_strip *const *strips, int nstrips, ts_error *err) {
     fuse_well *W = user;
+    if (fuse_resume_block_done(W, unit, bx)) return TS_OK; /* --resume: checked complete */
     fuse_scratch *sc = &W->scratch[worker];
     ts_status st = block_buffers(W, sc, err);
     if (st != TS_OK) return st;

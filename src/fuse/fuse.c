@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <errno.h>
+#include <zlib.h>
 
 #include "common/fs.h"
 #include "common/lock.h"
@@ -76,10 +79,157 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
  * mosaic plate of this run's format; a new store is built in a temporary
  * directory beside the output (its path into root) and renamed into place
  * once complete, so a killed run leaves no partial store. */
+/* --resume: the build directory of the newest interrupted run of o->output
+ * (a temporary directory beside it of a dead writer, holding a run
+ * manifest), adopted as stage: kept whatever happens, so a failed resume
+ * can be resumed again. */
+static ts_status find_interrupted(const ts_fuse_options *o, ts_staged *stage, ts_error *err) {
+    struct stat sb;
+    if (o->t_out >= 0)
+        return ts_fail(err, TS_ERR_ARG, "--resume continues a run that was writing a new store; --t-out writes "
+                       "into an existing one (re-run it without --resume)");
+    if (lstat(o->output, &sb) == 0)
+        return ts_fail(err, TS_ERR_ARG, "--resume: %s exists, so no run is left to finish there (--resume continues "
+                       "a killed run that was writing a new store); re-run without --resume", o->output);
+    memset(stage, 0, sizeof *stage);
+    char dir[4200];
+    snprintf(stage->final, sizeof stage->final, "%s", o->output);
+    size_t n = strlen(stage->final);
+    while (n > 1 && stage->final[n - 1] == '/') stage->final[--n] = '\0';
+    const char *slash = strrchr(stage->final, '/');
+    const char *base = slash ? slash + 1 : stage->final;
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == stage->final ? 1 : (int)(slash - stage->final), stage->final);
+    else snprintf(dir, sizeof dir, ".");
+    DIR *d = opendir(dir);
+    if (!d) return ts_fail(err, TS_ERR_IO, "--resume: cannot list '%s': %s", dir, strerror(errno));
+    size_t blen = strlen(base);
+    double newest = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0) continue;
+        if (!ts_is_temp_name(e->d_name) || ts_process_alive(strtol(e->d_name + blen + 5, NULL, 10))) continue;
+        char cand[4600], manifest[4700];
+        snprintf(cand, sizeof cand, "%s/%s", dir, e->d_name);
+        snprintf(manifest, sizeof manifest, "%s/" FUSE_MANIFEST, cand);
+        if (stat(manifest, &sb) != 0) continue;
+        double when = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec * 1e-9;
+        if (when > newest) {
+            newest = when;
+            if ((size_t)snprintf(stage->dir, sizeof stage->dir, "%s", cand) >= sizeof stage->dir) continue;
+        }
+    }
+    closedir(d);
+    if (newest < 0)
+        return ts_fail(err, TS_ERR_ARG, "--resume: no interrupted run of %s to continue (a killed run leaves "
+                       "%s.tmp.*/ beside it); run without --resume", o->output, o->output);
+    snprintf(stage->build, sizeof stage->build, "%s/%s", stage->dir, base);
+    stage->keep = true;
+    return TS_OK;
+}
+
+/* What makes a run's store what it is, one "key: value" line each: the
+ * inputs (resolved paths; the shifts file's size and CRC-32), every option
+ * that changes a byte of the output, and each well's layout. A run writing
+ * a new store leaves it in its temporary directory; --resume continues only
+ * a run whose manifest is this run's, line for line. */
+static char *run_manifest(const ts_fuse_options *o, const ts_fuse_result *res, const fuse_well *wells, int nwells,
+                          ts_error *err) {
+    size_t cap = 2048 + (size_t)nwells * 256, len = 0;
+    char *text = malloc(cap);
+    void *shifts = NULL;
+    size_t shifts_size = 0;
+    if (!text || ts_read_file(o->shifts, &shifts, &shifts_size, err) != TS_OK) {
+        if (!text) ts_fail(err, TS_ERR_NOMEM, "fuse: run manifest");
+        free(text);
+        return NULL;
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t off = 0; off < shifts_size; off += 1u << 30) {
+        size_t piece = shifts_size - off < (1u << 30) ? shifts_size - off : (1u << 30);
+        crc = crc32(crc, (const Bytef *)shifts + off, (uInt)piece);
+    }
+    free(shifts);
+    char in[4096] = "", sh[4096] = "";
+    if (!realpath(o->input, in)) snprintf(in, sizeof in, "%s", o->input);
+    if (!realpath(o->shifts, sh)) snprintf(sh, sizeof sh, "%s", o->shifts);
+#define LINE(...) len += (size_t)snprintf(text + len, cap > len ? cap - len : 0, __VA_ARGS__)
+    LINE("tessera fuse run %s\n", ts_version());
+    LINE("input: %s\nshifts: %s (%zu bytes, crc32 %08lx)\n", in, sh, shifts_size, (unsigned long)crc);
+    LINE("format: %s\nblend: %s\nexponent: %.17g\ndtype: %s\nchunk: %d\nshard: %d\ncodec: %s\n",
+         o->format == TS_OME_04 ? "0.4" : "0.5", o->blend == TS_BLEND_EDT ? "edt" : "average", o->exponent,
+         ts_dtype_name(o->dtype), o->chunk, o->shard, ts_codec_name(o->codec));
+    LINE("levels: %d\ntcz: %s\nt_out: %d\nt_in: %d\norientation: flipud=%d fliplr=%d rot90=%d\n", o->levels,
+         o->tcz == TS_TCZ_MAX ? "max" : "min", o->t_out, o->t_in, res->orientation.flipud,
+         res->orientation.fliplr, ((res->orientation.rot90 % 4) + 4) % 4);
+    for (int i = 0; i < nwells; i++) {
+        const fuse_layout *L = &wells[i].L;
+        LINE("well %s: %d tiles, canvas %lldx%lld, block %lld, chunk %lld, levels %d, T %lld C %lld Z %lld, "
+             "timepoints %lld from %lld\n", wells[i].plate->wells[wells[i].w].path, wells[i].ntiles,
+             (long long)L->canvas_h, (long long)L->canvas_w, (long long)L->block, (long long)L->chunk, L->levels,
+             (long long)L->T, (long long)L->C, (long long)L->Z, (long long)wells[i].nt, (long long)wells[i].t_out0);
+    }
+#undef LINE
+    if (len >= cap) {
+        free(text);
+        ts_fail(err, TS_ERR_INTERNAL, "fuse: run manifest longer than %zu bytes", cap);
+        return NULL;
+    }
+    return text;
+}
+
+/* The first line where two manifests differ, into a and b (n bytes each). */
+static void first_difference(const char *x, const char *y, char *a, char *b, size_t n) {
+    while (*x || *y) {
+        size_t lx = strcspn(x, "\n"), ly = strcspn(y, "\n");
+        if (lx != ly || strncmp(x, y, lx) != 0) {
+            snprintf(a, n, "%.*s", (int)lx, x);
+            snprintf(b, n, "%.*s", (int)ly, y);
+            return;
+        }
+        x += lx + (x[lx] != '\0');
+        y += ly + (y[ly] != '\0');
+    }
+    snprintf(a, n, "(none)");
+    snprintf(b, n, "(none)");
+}
+
+/* A new store's run manifest: written beside the build (a plain run), or
+ * compared with the interrupted run's (--resume). */
+static ts_status manifest_step(const ts_fuse_options *o, const ts_fuse_result *res, const fuse_well *wells,
+                               int nwells, const ts_staged *stage, ts_error *err) {
+    char *mine = run_manifest(o, res, wells, nwells, err);
+    if (!mine) return err ? err->code : TS_ERR_NOMEM;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/" FUSE_MANIFEST, stage->dir);
+    ts_status st;
+    if (!o->resume) {
+        st = ts_write_file_atomic(path, mine, strlen(mine), err);
+    } else {
+        void *theirs = NULL;
+        size_t n = 0;
+        st = ts_read_file(path, &theirs, &n, err);
+        if (st == TS_OK && strcmp(theirs, mine) != 0) {
+            char a[512], b[512];
+            first_difference(theirs, mine, a, b, sizeof a);
+            st = ts_fail(err, TS_ERR_ARG, "--resume: this run is not the interrupted one (%s): it had '%s', this "
+                         "run has '%s'; re-run without --resume to start over", stage->dir, a, b);
+        }
+        free(theirs);
+    }
+    free(mine);
+    return st;
+}
+
 static ts_status claim_output(const ts_fuse_options *o, ts_output_lock *lock, ts_staged *stage, char *root,
                               size_t n, int32_t *format, ts_error *err) {
     ts_status st = ts_output_lock_acquire(lock, o->output, "fuse", err);
     if (st) return st;
+    if (o->resume) {
+        if ((st = find_interrupted(o, stage, err)) != TS_OK) return st;
+        if ((size_t)snprintf(root, n, "%s", stage->build) >= n)
+            return ts_fail(err, TS_ERR_ARG, "path too long: '%s'", stage->build);
+        return TS_OK;
+    }
     bool exists = false;
     ts_ome_version version = o->format;
     if ((st = ts_store_check_kind(o->output, TS_STORE_MOSAIC_PLATE, &version, &exists, err)) != TS_OK) return st;
@@ -246,6 +396,10 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
     int64_t b0, b1;
     ts_dist_share(W->plan->nbands, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &b0, &b1);
     W->band_end = b1;
+    if (W->opt->resume) {
+        ts_status st = fuse_resume_scan(W, pool, b0, b1, err);
+        if (st) return st;
+    }
     char stage[64];
     snprintf(stage, sizeof stage, "fuse %s", W->plate->wells[W->w].path);
     return fuse_pipeline_run(W->plan, W->nt * W->L.Z, b0, b1, &fns, pool, budget, max_blocks,
@@ -265,21 +419,14 @@ static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts
 }
 
 /* Strips read and blocks written by all ranks; the largest peak. */
-static ts_status sum_stats(const ts_dist *dist, fuse_pipeline_stats *stats, ts_error *err) {
-    int64_t v[3] = {stats->strips_loaded, stats->blocks_done, (int64_t)stats->peak_strip_bytes};
-    const ts_dist_op op[3] = {TS_DIST_SUM, TS_DIST_SUM, TS_DIST_MAX};
-    ts_status st = ts_dist_reduce(dist, v, op, 3, err);
+static ts_status sum_stats(const ts_dist *dist, fuse_pipeline_stats *stats, int64_t *resumed, ts_error *err) {
+    int64_t v[4] = {stats->strips_loaded, stats->blocks_done, (int64_t)stats->peak_strip_bytes, *resumed};
+    const ts_dist_op op[4] = {TS_DIST_SUM, TS_DIST_SUM, TS_DIST_MAX, TS_DIST_SUM};
+    ts_status st = ts_dist_reduce(dist, v, op, 4, err);
     stats->strips_loaded = v[0], stats->blocks_done = v[1];
     stats->peak_strip_bytes = (size_t)v[2];
+    *resumed = v[3];
     return st;
-}
-
-/* Keep an eighth (and up to 32 MiB more) of --memory for what is not
- * counted by the sizing: the program itself, codec buffers, allocator
- * slack. */
-static size_t usable_memory(size_t memory) {
-    size_t reserve = memory / 8 + (memory / 8 < ((size_t)32 << 20) ? memory / 8 : ((size_t)32 << 20));
-    return memory - reserve;
 }
 
 /* Between the passes, for every well before anything is written: its
@@ -293,7 +440,7 @@ static ts_status well_layout(fuse_well *W, size_t layout_memory, ts_error *err) 
     fuse_sizing sz = {
         .canvas_h = W->canvas_h, .canvas_w = W->canvas_w, .C = C, .out_elem = W->out_elem,
         .chunk = opt->chunk, .shard = opt->shard, .levels = opt->levels,
-        .memory = usable_memory(layout_memory),
+        .memory = fuse_usable_memory(layout_memory),
     };
     for (int i = 0; i < W->ntiles; i++) {
         if (W->tiles[i].h > sz.tile_h) sz.tile_h = W->tiles[i].h;
@@ -343,9 +490,12 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     fuse_pipeline_stats stats = {0};
     /* This rank's budget is its own --memory (the layout is the first rank's). */
     fuse_sizing sz = W.sizing;
-    const size_t usable = usable_memory(opt->memory);
+    size_t usable = fuse_usable_memory(opt->memory);
 
     ts_status st = fuse_weights_init(&W, err);
+    /* The weights are held for the whole well: the rest of the budget is
+     * what the blocks and strips get (fuse_well_tiles checked they fit). */
+    usable = usable > fuse_weights_bytes(&W) ? usable - fuse_weights_bytes(&W) : 0;
     /* Writing begins. A mosaic replacing an existing image is built from
      * scratch in a temporary directory beside it (the guard's choice), so a
      * re-run gives the same store as a fresh one (no stale chunks of other
@@ -371,15 +521,17 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
      * has finished writing it), and all learn whether that worked. */
     if (st == TS_OK && guard) st = fuse_guard_finish_well(guard, index, err);
     st = ts_dist_agree(dist, st, err);
-    if (st == TS_OK) st = sum_stats(dist, &stats, err);
+    int64_t resumed = W.resume_blocks_kept;
+    if (st == TS_OK) st = sum_stats(dist, &stats, &resumed, err);
     if (st) goto done;
 
     if (res) {
         res->wells++;
         res->tiles += W.ntiles;
         res->strips_read += stats.strips_loaded;
-        res->blocks_written += stats.blocks_done;
+        res->blocks_written += stats.blocks_done - resumed;
         res->output_pixels += W.L.canvas_h * W.L.canvas_w * W.L.C * W.L.Z * W.nt;
+        res->blocks_resumed += resumed;
         res->canvas_h = W.L.canvas_h;
         res->canvas_w = W.L.canvas_w;
         res->chunk = (int)W.L.chunk;
@@ -393,6 +545,7 @@ done:
     fuse_plan_free(W.plan);
     fuse_output_close(&W);
     fuse_weights_free(&W);
+    fuse_resume_free(&W);
     free(W.tiles);
     Wp->tiles = NULL;
     if (st && err && !strstr(err->message, well->path)) ts_fail_context(err, st, "well %s", well->path);
@@ -524,13 +677,18 @@ prepared:
      * what the run wrote (run_guard.h). Only the first rank guards: it
      * creates the store, and it undoes a failed run once every rank has
      * agreed on the failure (so none is still writing). */
-    if (first) {
+    if (first && stage.dir[0]) st = manifest_step(opt, res, prepared, nwells, &stage, err);
+    if (st == TS_OK && first && opt->resume) {
+        /* The interrupted run's store is written on in place, its blocks
+         * checked (resume.c); only its writers' dead temporaries go. */
+        st = ts_sweep_temp_files(opt->output, true, NULL, err);
+    } else if (st == TS_OK && first) {
         st = fuse_guard_begin(&guard, opt, wells, nwells, err);
         guarded = st == TS_OK;
     }
     st = ts_dist_agree(dist, st, err);
     for (int i = 0; st == TS_OK && i < nwells; i++) {
-        st = well_run(&prepared[i], pool, first ? &guard : NULL, i, res, err);
+        st = well_run(&prepared[i], pool, first && guarded ? &guard : NULL, i, res, err);
     }
     if (st) goto done;
     if (first) st = write_plate_meta(opt, plate, wells, nwells, err);
@@ -541,6 +699,11 @@ done:
     if (st && guarded) fuse_guard_fail(&guard, st, err);
     fuse_guard_free(&guard);
     if (first) {
+        if (st && stage.keep && stage.dir[0] && ts_path_exists(stage.dir) && err) {
+            size_t len = strlen(err->message);
+            snprintf(err->message + len, sizeof err->message - len, "; the interrupted run's store is kept in %s "
+                     "for another --resume", stage.dir);
+        }
         if (st) ts_staged_abort(&stage, err);
         ts_output_lock_release(&lock);
     }

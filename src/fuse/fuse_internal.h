@@ -72,6 +72,11 @@ typedef struct fuse_well {
     struct kept_plane *kept;
     size_t kept_bytes, kept_cap;
     int64_t band_end;            /* bands [.., band_end) are this process's */
+    /* --resume (resume.c): blocks an interrupted run completed (per unit x
+     * block), strips the others need (per (t, z) x band slot). NULL: none. */
+    uint8_t *resume_done, *resume_needed;
+    int64_t *resume_slot_off;    /* band b's slots start at [b] */
+    int64_t resume_blocks_kept;
 } fuse_well;
 
 /* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z);
@@ -88,12 +93,24 @@ ts_status fuse_check_wells(const ts_fuse_options *opt, const ts_plate *plate, co
  * prepared tile after orientation. */
 ts_status fuse_check_tile_shape(const fuse_well *W, const struct ts_shifts *shifts, ts_error *err);
 
+/* The run manifest a new store's temporary directory holds (fuse.c). */
+#define FUSE_MANIFEST "fuse-run.txt"
+
+/* resume.c: checks which blocks of bands [b0, b1) are complete in the
+ * output arrays (W->out, open) and which strips the rest need. */
+ts_status fuse_resume_scan(fuse_well *W, ts_pool *pool, int64_t b0, int64_t b1, ts_error *err);
+bool fuse_resume_block_done(const fuse_well *W, int64_t unit, int64_t bx);
+bool fuse_resume_strip_needed(const fuse_well *W, int64_t unit, const fuse_slot *slot);
+void fuse_resume_free(fuse_well *W);
+
 /* blend.c: pipeline stages. */
 void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);
 /* Unmaps the recycled strip buffers and kept tile planes (after the
  * pipeline). */
 void fuse_recycle_drain(fuse_well *W);
 ts_status fuse_weights_init(fuse_well *W, ts_error *err);
+/* Bytes of the weight images (after fuse_weights_init): part of --memory. */
+size_t fuse_weights_bytes(const fuse_well *W);
 void fuse_weights_free(fuse_well *W);
 
 /* output.c: output arrays and block writes. */
