@@ -64,11 +64,17 @@ ts_status tz_group_create(const char *path, int zarr_format, const char *attribu
     return st;
 }
 
+/* The largest metadata document read: a well listing 167,000 positions is
+ * about 7 MB; a (sparse) file of gigabytes is refused by its size instead of
+ * being read and parsed. */
+#define TZ_MAX_METADATA_BYTES ((uint64_t)64 << 20)
+
 ts_status tz_load_json(const char *path, json_t **out, bool *found, ts_error *err) {
     void *text = NULL;
     size_t size = 0;
     *out = NULL;
-    ts_status st = ts_read_file_opt(path, &text, &size, found, err);
+    ts_status st = ts_read_file_max(path, TZ_MAX_METADATA_BYTES, &text, &size, found, err);
+    if (st == TS_ERR_CORRUPT) return ts_fail_context(err, TS_ERR_FORMAT, "zarr metadata");
     if (st || !*found) return st;
     json_error_t je;
     json_t *doc = json_loadb(text, size, 0, &je);

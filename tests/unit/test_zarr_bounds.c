@@ -2,8 +2,8 @@
  * 8, items 7, 8, 11): decompression bombs at every step of a codec chain
  * (transpose + zstd, v2 filters + compressor, blosc, shard inner chains), a
  * zstd frame claiming 2^60 bytes, chunk and shard files far larger than any
- * encoding of their chunks (sparse files), and chunk or metadata paths that
- * are FIFOs or devices. The bombs are built here with the real libzstd,
+ * encoding of their chunks (sparse files), metadata documents over 64 MiB,
+ * and chunk or metadata paths that are FIFOs or devices. The bombs are built here with the real libzstd,
  * zlib and c-blosc; peak memory is measured around each read (VmHWM after
  * resetting it through /proc/self/clear_refs). */
 #include <setjmp.h>
@@ -350,6 +350,27 @@ static void test_sparse_shard_file(void **state) {
     }
 }
 
+/* A 1 GiB (sparse) zarr.json was read whole and handed to the JSON parser;
+ * metadata documents are capped at 64 MiB. */
+static void test_sparse_metadata_file(void **state) {
+    (void)state;
+    const char *dir = array_dir("sparsemeta");
+    v3_array(dir, "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}]");
+    char file[1200];
+    snprintf(file, sizeof file, "%s/zarr.json", dir);
+    assert_int_equal(truncate(file, (off_t)1 << 30), 0);
+    tz_array *a = NULL;
+    ts_error err;
+    long base = reset_peak_kb();
+    ts_status st = tz_array_open(dir, &a, &err);
+    long rss = status_kb("VmHWM") - base;
+    print_message("%s (peak rise %ld KiB)\n", err.message, rss);
+    assert_true(rss < RSS_SLACK_KB);
+    assert_int_equal(st, TS_ERR_FORMAT);
+    assert_non_null(strstr(err.message, file));
+    assert_non_null(strstr(err.message, "is 1073741824 bytes, more than the 67108864 bytes it can be"));
+}
+
 /* Reading a FIFO blocked forever (open waits for a writer); a device was
  * read as data. Each read runs in a child that an alarm ends, so the test
  * fails instead of hanging. */
@@ -452,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_shard_inner_bomb),
         cmocka_unit_test(test_sparse_chunk_file),
         cmocka_unit_test(test_sparse_shard_file),
+        cmocka_unit_test(test_sparse_metadata_file),
         cmocka_unit_test(test_fifo_and_device_paths),
         cmocka_unit_test(test_valid_chains_still_decode),
     };
