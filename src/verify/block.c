@@ -6,6 +6,7 @@
  * inner chunks. Memory: one encoded and one decoded (inner) chunk and one
  * index per worker. */
 #include "verify/verify_internal.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,29 +50,18 @@ static int read_at(int fd, unsigned char *dst, size_t n, uint64_t off, bool *sho
     return 0;
 }
 
-/* Opens a stored piece without blocking on a FIFO (a non-regular file is
- * a problem, not a hang). Returns the fd; -1 when absent; -2 when it
+/* Opens a stored piece through ts_open_regular, as the readers do (a FIFO
+ * is a problem, not a hang). Returns the fd; -1 when absent; -2 when it
  * cannot be read, with the reason in why. */
 static int open_piece(const char *file, uint64_t *size, char *why, size_t nwhy) {
-    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) return -1;
-        snprintf(why, nwhy, "cannot open: %s", strerror(errno));
+    int fd;
+    bool found;
+    ts_error e;
+    if (ts_open_regular(file, &fd, size, &found, &e) != TS_OK) {
+        snprintf(why, nwhy, "%s", e.message);
         return -2;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        snprintf(why, nwhy, "cannot stat: %s", strerror(errno));
-        close(fd);
-        return -2;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(why, nwhy, "%s", S_ISDIR(sb.st_mode) ? "a directory where the file should be" : "not a regular file");
-        close(fd);
-        return -2;
-    }
-    *size = (uint64_t)sb.st_size;
-    return fd;
+    return found ? fd : -1;
 }
 
 static ts_status check_chunk(vf_ctx *c, const vf_array *a, vf_where at, int fd, uint64_t fsize, const char *key,
@@ -234,7 +224,7 @@ ts_status vf_check_block(vf_ctx *c, const vf_array *a, int64_t block, int64_t pa
     snprintf(file, sizeof file, "%s/%s", tz_array_path(a->arr), key);
     vf_where at = {a->unit, a->level, block, -1};
     uint64_t fsize = 0;
-    char why[256];
+    char why[1024];
     int fd = open_piece(file, &fsize, why, sizeof why);
     if (fd == -2) return part == 0 ? vf_report(c, at, TS_VERIFY_IO, a->rel, key, -1, "%s", why) : TS_OK;
     if (fd == -1) {

@@ -178,8 +178,9 @@ tz_decoder *tz_decoder_new(void); /* NULL when out of memory */
 void tz_decoder_free(tz_decoder *dec);
 /* Decoded bytes of one stored chunk: an inner chunk when sharded. */
 size_t tz_stored_chunk_bytes(const tz_array *arr);
-/* A generous bound on the encoded size of one stored chunk through its
- * chain: a file (or inner chunk) larger than this is not an encoding of it. */
+/* The most bytes any encoder stores for one stored chunk through its chain
+ * (tz_chain_max_encoded, as the readers use): a file (or inner chunk)
+ * larger than this is not an encoding of it. */
 uint64_t tz_stored_chunk_bound(const tz_array *arr);
 /* Decodes one stored chunk (inner chunk when sharded) through its chain
  * into dec's scratch; a wrong decoded size is TS_ERR_CORRUPT. The message

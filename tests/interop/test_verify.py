@@ -346,6 +346,13 @@ def main():
             [(tile5, tile5_key, "missing")], flags=("--require-chunks",))
     damaged("gone_chunk4", plate4, lambda d: os.remove(os.path.join(d, tile4, tile4_key)),
             [(tile4, tile4_key, "missing")], flags=("--require-chunks",))
+    # a FIFO where a chunk file should be: reported, never opened blocking
+    def fifo(d):
+        os.remove(os.path.join(d, tile5, tile5_key))
+        os.mkfifo(os.path.join(d, tile5, tile5_key))
+    s = damaged("fifo_chunk", plate5, fifo, [(tile5, tile5_key, "io")])
+    if s:
+        check("FIFO" in s["errors"][0]["reason"], f"fifo_chunk reason: {s['errors'][0]['reason']!r}")
     # deleted array metadata (a tile's; a mosaic level's)
     damaged("gone_meta5", plate5, lambda d: os.remove(os.path.join(d, tile5, "zarr.json")), [(tile5, "", "metadata")])
     damaged("gone_meta4", plate4, lambda d: os.remove(os.path.join(d, tile4, ".zarray")), [(tile4, "", "metadata")])
