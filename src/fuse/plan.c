@@ -1,6 +1,7 @@
 /* The fuse planner: geometry only (see plan.h). */
 #include "fuse/plan.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,21 @@ ts_status fuse_canvas(const fuse_tile *tiles, int ntiles, int64_t *h, int64_t *w
     *h = H;
     *w = W;
     return TS_OK;
+}
+
+size_t fuse_usable_memory(size_t memory) {
+    size_t reserve = memory / 8 + (memory / 8 < ((size_t)32 << 20) ? memory / 8 : ((size_t)32 << 20));
+    return memory - reserve;
+}
+
+/* Tile sides are at most 2^30 (tiles.c) and nc at most 2^20: the products
+ * are taken in double, saturating at SIZE_MAX rather than wrapping. */
+static size_t sat_bytes(double b) { return b >= (double)SIZE_MAX ? SIZE_MAX : (size_t)b; }
+
+size_t fuse_tile_weights_bytes(int64_t h, int64_t w) { return sat_bytes((double)h * (double)w * sizeof(float)); }
+
+size_t fuse_tile_plane_bytes(int64_t nc, int64_t raw_h, int64_t raw_w, size_t in_elem) {
+    return sat_bytes((double)nc * (double)raw_h * (double)raw_w * (double)in_elem);
 }
 
 int64_t fuse_row_group(int64_t block) {

@@ -80,6 +80,19 @@ size_t fuse_strip_bytes(const fuse_sizing *s, int64_t block);
  * two blocks; at least 1. */
 int fuse_blocks_in_flight(const fuse_sizing *s, int64_t block, size_t memory);
 
+/* What of --memory the sizing may use: an eighth (and up to 32 MiB more)
+ * is kept for what it does not count (the program itself, codec buffers,
+ * allocator slack). */
+size_t fuse_usable_memory(size_t memory);
+
+/* What one tile needs in memory whatever the block size (fuse_tile_check):
+ * its blending weights, float32 per oriented pixel (one image per distinct
+ * tile shape, held for the whole well), and one decoded plane of its
+ * channels (nc x raw_h x raw_w of in_elem bytes: what a strip read decodes
+ * when the tile is stored as one chunk, as tiles usually are). */
+size_t fuse_tile_weights_bytes(int64_t h, int64_t w);
+size_t fuse_tile_plane_bytes(int64_t nc, int64_t raw_h, int64_t raw_w, size_t in_elem);
+
 /* Fills the layout: block = S * chunk with S = shard if given, else the
  * largest S <= 64 (4096 chunks per shard) that the canvas needs, that fits
  * the memory bound and that leaves at least two blocks per thread when the

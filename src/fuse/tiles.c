@@ -5,6 +5,7 @@
  * shifts file that the plate lacks, the recorded tile_shape that of the
  * tiles; each a TS_ERR_FORMAT naming the well or tile (a mosaic with holes,
  * a well left out or a file of another plate passed with exit 0). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,64 @@ static ts_status read_tile_meta(void *user, int64_t i, int worker, ts_error *err
     tz_array_close(arr);
     ts_orient_shape(&W->orient, t->raw_h, t->raw_w, &t->h, &t->w);
     return rc ? err->code : TS_OK;
+}
+
+static int cmp_shape(const void *pa, const void *pb) {
+    const int64_t *a = pa, *b = pb;
+    if (a[0] != b[0]) return a[0] < b[0] ? -1 : 1;
+    return (a[1] > b[1]) - (a[1] < b[1]);
+}
+
+static void human_bytes(char *out, size_t n, size_t bytes) {
+    if (bytes >= ((size_t)1 << 30)) snprintf(out, n, "%.1f GiB", (double)bytes / (double)((size_t)1 << 30));
+    else snprintf(out, n, "%.0f MiB", (double)bytes / (double)((size_t)1 << 20));
+}
+
+/* Memory a tile needs whatever the block size: the weights of every
+ * distinct tile shape (held for the whole well), the largest tile's decoded
+ * plane and one worker's buffers at the smallest block (one chunk). Checked
+ * against --memory here, before the weights are computed: a tile claiming
+ * 20000^2 px took 1.6 GB of weights at --memory 256M, 60000^2 asked for
+ * 14 GB. */
+static ts_status check_tile_memory(const fuse_well *W, ts_error *err) {
+    int64_t(*shapes)[2] = malloc((size_t)W->ntiles * sizeof *shapes);
+    if (!shapes) return ts_fail(err, TS_ERR_NOMEM, "tile shapes of well %s", W->plate->wells[W->w].path);
+    for (int i = 0; i < W->ntiles; i++) shapes[i][0] = W->tiles[i].h, shapes[i][1] = W->tiles[i].w;
+    qsort(shapes, (size_t)W->ntiles, sizeof *shapes, cmp_shape);
+    size_t weights = 0;
+    for (int i = 0; i < W->ntiles; i++)
+        if (i == 0 || cmp_shape(shapes[i], shapes[i - 1]) != 0) {
+            size_t b = fuse_tile_weights_bytes(shapes[i][0], shapes[i][1]);
+            weights = weights > SIZE_MAX - b ? SIZE_MAX : weights + b;
+        }
+    free(shapes);
+    int big = 0;
+    size_t plane = 0;
+    for (int i = 0; i < W->ntiles; i++) {
+        const fuse_tile *t = &W->tiles[i];
+        size_t p = fuse_tile_plane_bytes(t->C < W->L.C ? t->C : W->L.C, t->raw_h, t->raw_w, ts_dtype_size(t->dtype));
+        if (p > plane) plane = p, big = i;
+    }
+    const fuse_sizing sz = {.C = W->L.C, .out_elem = W->out_elem, .chunk = W->opt->chunk};
+    size_t block = fuse_block_bytes(&sz, W->opt->chunk);
+    size_t need = weights, usable = fuse_usable_memory(W->opt->memory);
+    need = need > SIZE_MAX - plane ? SIZE_MAX : need + plane;
+    need = need > SIZE_MAX - block ? SIZE_MAX : need + block;
+    if (need <= usable) return TS_OK;
+    const fuse_tile *t = &W->tiles[big];
+    const ts_well_info *well = &W->plate->wells[W->w];
+    char need_s[32], w_s[32], p_s[32], mem_s[32], use_s[32];
+    human_bytes(need_s, sizeof need_s, need);
+    human_bytes(w_s, sizeof w_s, weights);
+    human_bytes(p_s, sizeof p_s, plane);
+    human_bytes(mem_s, sizeof mem_s, W->opt->memory);
+    human_bytes(use_s, sizeof use_s, usable);
+    int64_t nc = t->C < W->L.C ? t->C : W->L.C;
+    return ts_fail(err, TS_ERR_NOMEM,
+                   "tile %s/%s of plate %s is %lldx%lld px (%lld channel%s, %s): fusing it needs %s (blending "
+                   "weights %s, a decoded plane %s), beyond --memory %s (%s usable); give more --memory",
+                   well->path, well->positions[t->position], W->plate->path, (long long)t->h, (long long)t->w,
+                   (long long)nc, nc == 1 ? "" : "s", ts_dtype_name(t->dtype), need_s, w_s, p_s, mem_s, use_s);
 }
 
 ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, ts_error *err) {
@@ -156,7 +215,7 @@ ts_status fuse_well_tiles(fuse_well *W, const void *well_shifts, ts_pool *pool, 
         }
     }
     W->L.T = T, W->L.C = C, W->L.Z = Z;
-    return TS_OK;
+    return check_tile_memory(W, err);
 }
 
 ts_status fuse_check_wells(const ts_fuse_options *opt, const ts_plate *plate, const ts_shifts *shifts,
