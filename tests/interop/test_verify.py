@@ -362,6 +362,13 @@ def main():
     img = tile5.rsplit("/", 1)[0]
     damaged("gone_image", plate5, lambda d: shutil.rmtree(os.path.join(d, img)), [(img, "", "metadata")])
     damaged("gone_mosaic4", mosaic4, lambda d: shutil.rmtree(os.path.join(d, "A/1/0")), [("A/1/0", "", "metadata")])
+    # a listed well whose group metadata is gone (its images still on disk
+    # are not listed by anything, so not checked); the other well still is
+    two = os.path.join(TMP, "two.zarr")
+    run("simulate", "-o", two, "--wells", "A/1,B/2", "--grid", "2x1", "--tile", "32x40", "--overlap", "8")
+    s = damaged("gone_well", two, lambda d: os.remove(os.path.join(d, "B/2/zarr.json")), [("B/2", "", "metadata")])
+    if s:
+        check(s["arrays"] == 2 and s["images"] == 2, f"gone_well: the other well's tiles not checked: {s}")
     # a zarr-python array losing its metadata inside a group: its chunks
     # are no longer an array (nothing to check), the group walk finds one
     # array fewer; a damaged .zarray is reported
