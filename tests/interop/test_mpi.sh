@@ -188,6 +188,46 @@ done
 touch "$TMP/a_file"
 check_failure "fuse, unwritable output" "a_file" "$TMP/a_file/out" -- fuse "$d/plate" "$d/s1.yaml" "${FUSE_ARGS[@]}"
 
+# The output lock under MPI: rank 0 takes it for the job, and a live
+# holder (here this script's sleep) makes every rank fail, within the timeout.
+sleep 120 &
+holder=$!
+host=$(hostname)
+printf 'tessera output lock\nhost: %s\nboot: \npid: %s\nstart: 0\ncommand: fuse\nsince: now\n' "$host" "$holder" \
+    >"$TMP/locked.lock"
+mpi 3 fuse "$d/plate" "$d/s1.yaml" -o "$TMP/locked" "${FUSE_ARGS[@]}" --threads 1 >/dev/null 2>"$TMP/err.txt"
+rc=$?
+if [ $rc = 124 ]; then fail "locked output under mpirun -n 3 hung"
+elif [ $rc != 1 ] || ! grep -q "pid $holder" "$TMP/err.txt" || [ -e "$TMP/locked" ]; then
+    fail "locked output under mpirun -n 3: exit $rc, want 1 naming pid $holder and nothing written:"; cat "$TMP/err.txt"
+else pass "locked output under mpirun -n 3: $(head -1 "$TMP/err.txt")"; fi
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+rm -f "$TMP/locked.lock"
+
+# --resume under MPI: a one-process run killed mid-way, resumed by 2 ranks
+# (each checks and writes its own bands), gives the uninterrupted store.
+"$BIN" simulate -o "$TMP/rplate" --grid 12x12 --tile 256x256 --overlap 32 --seed 5 --truth "$TMP/r.yaml" >/dev/null ||
+    fail "simulate for resume"
+RES_ARGS=(--chunk 64 --shard 2 --codec gzip --levels 1 --format 0.4)
+"$BIN" fuse "$TMP/rplate" "$TMP/r.yaml" -o "$TMP/rclean" "${RES_ARGS[@]}" --threads 1 || fail "fuse for resume"
+"$BIN" fuse "$TMP/rplate" "$TMP/r.yaml" -o "$TMP/rkilled" "${RES_ARGS[@]}" --threads 1 &
+pid=$!
+for _ in $(seq 1 4000); do
+    n=$(find "$TMP"/rkilled.tmp.*/rkilled/A/1/0/0 -type f 2>/dev/null | wc -l)
+    [ "$n" -ge 30 ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.005
+done
+if kill -9 $pid 2>/dev/null; then
+    wait $pid 2>/dev/null
+    mpi 2 fuse "$TMP/rplate" "$TMP/r.yaml" -o "$TMP/rkilled" "${RES_ARGS[@]}" --threads 1 --resume --json \
+        >"$TMP/resume.json" || fail "fuse --resume under mpirun -n 2"
+    grep -q '"blocks_resumed": [1-9]' "$TMP/resume.json" || fail "fuse --resume under mpirun -n 2 kept nothing: $(cat "$TMP/resume.json")"
+    same_tree "$TMP/rclean" "$TMP/rkilled" "fuse --resume under mpirun -n 2 = an uninterrupted run"
+else
+    fail "the run to resume ended before it could be killed"
+fi
+
 if [ $failures != 0 ]; then
     echo "$failures check(s) failed"
     exit 1
