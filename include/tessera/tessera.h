@@ -408,7 +408,8 @@ typedef struct ts_verify_options {
     bool require_chunks;
     int max_problems;         /* problems kept in the result (the first, in store
                                  order); default 1000; all are counted */
-    ts_progress_fn progress;  /* optional: ("verify", images done, images) */
+    ts_progress_fn progress;  /* optional: ("verify", units done, units): a unit is an
+                                 image (all its levels) or a bare array */
     void *progress_user;
 } ts_verify_options;
 
