@@ -26,6 +26,8 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
 /* Warns on stderr when most neighbour pairs did not match (wrong overlap or
  * orientation), for estimate and stitch alike. */
 void cli_estimate_warn(const char *cmd, const ts_estimate_result *r);
+/* The quality summary on stderr (per well, then the verdict). */
+void cli_estimate_summary(const char *cmd, const ts_estimate_result *r);
 /* The --json summary of an estimate run on stdout. */
 void cli_estimate_report(const ts_estimate_result *r, double seconds);
 /* Parses argv[*i] if it is a fuse option (shared by fuse and stitch):
@@ -43,6 +45,7 @@ typedef struct cli_common {
     const char *wells;           /* --wells LIST */
     int threads;                 /* --threads N (0 = all cores) */
     bool json;                   /* --json */
+    /* --progress MODE is applied as it is parsed (cli_progress_mode). */
 } cli_common;
 
 /* Parses argv[*i] if it is one of the cli_common flags: 1 consumed, 0 not
@@ -82,8 +85,15 @@ void cli_json_string(const char *s);
 /* Monotonic clock in seconds, for the timings of --json summaries. */
 double cli_now(void);
 
-/* Progress drawn on stderr when it is a terminal, silent otherwise. */
+/* Progress of long work, as --progress says (cli_progress_mode): a bar
+ * with done/total, rate and ETA on a terminal; off a terminal (batch logs,
+ * SLURM, CI) one line at each stage's start, every interval seconds
+ * (default 15) and at its end, so a log is never silent for long. */
 void cli_progress(void *user, const char *stage, int64_t done, int64_t total);
+/* --progress auto|bar|log[:SECONDS]|none; false (printed) when not one. */
+bool cli_progress_mode(const char *cmd, const char *text);
+/* The command named in log lines ("fuse"). */
+void cli_progress_command(const char *name);
 bool cli_is_terminal(void);
 
 /* Parses one solve option (--solver, --edge-weights, --weight-floor,

@@ -1,4 +1,5 @@
 /* tessera estimate: register neighbouring tiles and solve tile positions. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,7 +47,15 @@ static const char *ESTIMATE_USAGE =
     "running:\n"
     "  --threads N            worker threads, default all cores\n"
     "  --cache BYTES          tile cache bound (e.g. 2G, 512M), default 1G\n"
-    "  --json                 print a JSON summary on stdout\n"
+    "  --accept-poor          write the shifts file even when the quality check\n"
+    "                         fails (the measured overlap disagrees with --overlap,\n"
+    "                         or too many pairs are outliers); see docs/qc.md\n"
+    "  --progress MODE        auto (default: a bar on a terminal, else a log line\n"
+    "                         every 15 s and at each stage's end), bar,\n"
+    "                         log[:SECONDS], none\n"
+    "  --json                 print a JSON summary on stdout (also when the check\n"
+    "                         fails: verdict, message, written)\n"
+    "  -q, --quiet            no summary on stderr (warnings and errors still)\n"
     "  -h, --help             this help\n";
 
 /* Options of the estimate stage proper (shared with `stitch`). Returns 1 if
@@ -83,6 +92,8 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
             cli_usage_error(cmd, "--max-shift: '%s' is not a distance in px (>= 0, or -1 for no limit)", v);
             return -1;
         }
+    } else if (!strcmp(a, "--accept-poor")) {
+        o->accept_poor = true;
     } else if (!strcmp(a, "--clahe")) {
         o->clahe = true;
     } else if (!strcmp(a, "--names-yx")) {
@@ -97,21 +108,111 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
     return 1;
 }
 
+static const char *verdict_name(ts_verdict v) {
+    return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap_wrong" : "implausible";
+}
+
+static void json_number(double v, int digits) {
+    if (isfinite(v)) printf("%.*f", digits, v);
+    else printf("null");
+}
+
+/* One direction's check as JSON; the same names in the plate and per-well
+ * objects. */
+static void json_overlap(const ts_overlap_qc *q) {
+    printf("{\"pairs\": %lld, \"measured\": %lld, \"trusted\": %lld, \"outliers\": %lld, \"nominal\": %d, "
+           "\"overlap\": ", (long long)q->pairs, (long long)q->measured, (long long)q->trusted,
+           (long long)q->outliers, q->nominal);
+    json_number(q->overlap, 2);
+    printf(", \"spread\": ");
+    json_number(q->spread, 2);
+    printf(", \"confidence_quartiles\": [");
+    for (int k = 0; k < 3; k++) {
+        if (k) printf(", ");
+        json_number(q->conf_q[k], 3);
+    }
+    printf("], \"wide_strips\": %s}", q->probed ? "true" : "false");
+}
+
 void cli_estimate_report(const ts_estimate_result *r, double seconds) {
     printf("{\"wells\": %d, \"tiles\": %lld, \"pairs\": %lld, \"unmatched_pairs\": %lld, "
            "\"low_confidence_pairs\": %lld, "
            "\"outlier_pairs\": %lld, \"isolated_tiles\": %lld, \"max_components\": %d, "
            "\"tile_reads\": %lld, \"peak_cache_bytes\": %zu, \"strip_right\": [%d, %d], "
-           "\"strip_below\": [%d, %d], \"seconds\": %.3f, \"pairs_per_second\": %.1f}\n",
+           "\"strip_below\": [%d, %d], \"seconds\": %.3f, \"pairs_per_second\": %.1f, ",
            r->wells, (long long)r->tiles, (long long)r->pairs, (long long)r->unmatched_pairs,
            (long long)r->low_confidence_pairs,
            (long long)r->outlier_pairs, (long long)r->isolated_tiles, r->max_components,
            (long long)r->tile_reads, r->peak_cache_bytes, r->strip_shape[0][0],
            r->strip_shape[0][1], r->strip_shape[1][0], r->strip_shape[1][1], seconds,
            seconds > 0 ? (double)r->pairs / seconds : 0.0);
+    printf("\"verdict\": \"%s\", \"written\": %s, \"message\": ", verdict_name(r->verdict),
+           r->written ? "true" : "false");
+    cli_json_string(r->verdict_message);
+    printf(", \"x\": ");
+    json_overlap(&r->overlap[0]);
+    printf(", \"y\": ");
+    json_overlap(&r->overlap[1]);
+    printf(", \"well_qc\": [");
+    for (int i = 0; i < r->nwell_qc; i++) {
+        const ts_estimate_well_qc *w = &r->well_qc[i];
+        printf("%s{\"well\": ", i ? ", " : "");
+        cli_json_string(w->well);
+        printf(", \"verdict\": \"%s\", \"isolated_tiles\": %lld, \"groups\": %d, \"max_residual\": ",
+               verdict_name(w->verdict), (long long)w->isolated, w->groups);
+        json_number(w->max_residual, 3);
+        printf(", \"x\": ");
+        json_overlap(&w->dir[0]);
+        printf(", \"y\": ");
+        json_overlap(&w->dir[1]);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static void summary_dir(char axis, const ts_overlap_qc *q) {
+    if (q->pairs == 0) return;
+    fprintf(stderr, "; %c: %lld pairs, %lld measured, %lld trusted, %lld outliers", axis, (long long)q->pairs,
+            (long long)q->measured, (long long)q->trusted, (long long)q->outliers);
+    if (isfinite(q->overlap))
+        fprintf(stderr, ", overlap %.1f px (spread %.1f, nominal %d%s)", q->overlap, q->spread, q->nominal,
+                q->probed ? ", wide strips" : "");
+    if (isfinite(q->conf_q[1]))
+        fprintf(stderr, ", confidence %.2f/%.2f/%.2f", q->conf_q[0], q->conf_q[1], q->conf_q[2]);
+}
+
+/* The summary after estimate (and stitch): per well (the first 8, then the
+ * ones that failed), then the plate's verdict. */
+void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
+    int shown = 0, left = 0;
+    for (int i = 0; i < r->nwell_qc; i++) {
+        const ts_estimate_well_qc *w = &r->well_qc[i];
+        if (shown >= 8 && w->verdict == TS_VERDICT_OK) {
+            left++;
+            continue;
+        }
+        shown++;
+        fprintf(stderr, "tessera %s: well %s", cmd, w->well);
+        summary_dir('x', &w->dir[0]);
+        summary_dir('y', &w->dir[1]);
+        fprintf(stderr, "; %lld isolated tiles, %d group%s, max residual %.2f px%s\n", (long long)w->isolated,
+                w->groups, w->groups == 1 ? "" : "s", w->max_residual,
+                w->verdict == TS_VERDICT_IMPLAUSIBLE ? " (implausible)" : "");
+    }
+    if (left) fprintf(stderr, "tessera %s: ... and %d more wells, all ok\n", cmd, left);
+    fprintf(stderr, "tessera %s: verdict %s", cmd, verdict_name(r->verdict));
+    for (int d = 0; d < 2; d++)
+        if (r->overlap[d].pairs && isfinite(r->overlap[d].overlap))
+            fprintf(stderr, "%s overlap %c %.1f px (spread %.1f, nominal %d)", d && r->overlap[0].pairs ? "," : ":",
+                    "xy"[d], r->overlap[d].overlap, r->overlap[d].spread, r->overlap[d].nominal);
+    fprintf(stderr, "\n");
 }
 
 void cli_estimate_warn(const char *cmd, const ts_estimate_result *r) {
+    if (r->verdict != TS_VERDICT_OK) { /* written only with --accept-poor */
+        fprintf(stderr, "tessera %s: warning: written although the check failed: %s\n", cmd, r->verdict_message);
+        return;
+    }
     int64_t all = r->pairs + r->unmatched_pairs, poor = r->low_confidence_pairs + r->unmatched_pairs;
     if (all >= 4 && 2 * poor > all)
         fprintf(stderr,
@@ -127,10 +228,15 @@ int cmd_estimate(int argc, char **argv) {
     cli_common com = {0};
     const char *input = NULL;
     int npos = 0;
+    bool quiet = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(ESTIMATE_USAGE, stdout);
             return CLI_OK;
+        }
+        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+            quiet = true;
+            continue;
         }
         int r = cli_estimate_option(cmd, argc, argv, &i, &o);
         if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
@@ -151,8 +257,18 @@ int cmd_estimate(int argc, char **argv) {
     ts_estimate_result res;
     ts_error err;
     double t0 = cli_now();
-    if (ts_estimate_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
+    ts_status st = ts_estimate_run(&o, &res, &err);
+    /* A failed check still says what was measured in --json (written:
+     * false); stderr carries its one line. */
+    if (st == TS_OK || res.verdict != TS_VERDICT_OK) {
+        if (com.json) cli_estimate_report(&res, cli_now() - t0);
+    }
+    if (st != TS_OK) {
+        ts_estimate_result_free(&res);
+        return cli_fail(cmd, &err);
+    }
+    if (!quiet) cli_estimate_summary(cmd, &res);
     cli_estimate_warn(cmd, &res);
-    if (com.json) cli_estimate_report(&res, cli_now() - t0);
+    ts_estimate_result_free(&res);
     return CLI_OK;
 }

@@ -41,6 +41,9 @@ static const char *FUSE_USAGE =
     "  --resume               continue a killed run that was writing the new store\n"
     "                         OUT (same options and inputs): its complete blocks are\n"
     "                         checked and kept, the rest written\n"
+    "  --progress MODE        auto (default: a bar on a terminal, else a log line\n"
+    "                         every 15 s and at each stage's end), bar,\n"
+    "                         log[:SECONDS], none\n"
     "  --json                 print a JSON summary on stdout\n"
     "  -h, --help             this help\n";
 

@@ -34,6 +34,8 @@ static void help(void) {
         "  --codec NAME           zstd|blosc-lz4|blosc-zstd|gzip|none (default zstd)\n"
         "  --threads N            worker threads (default: all cores)\n"
         "  --json                 print a JSON summary\n"
+        "  --progress MODE        auto (default: bar on a terminal, else log), bar,\n"
+        "                         log[:SECONDS] (a line every 15 s), none\n"
         "  -q, --quiet            print nothing on success\n");
 }
 
@@ -100,6 +102,9 @@ int cmd_import(int argc, char **argv) {
             if (!cli_int(CMD, a, v, 0, 4096, &o.threads)) return CLI_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--progress")) {
+            VALUE();
+            if (!cli_progress_mode(CMD, v)) return CLI_USAGE;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else if (cli_positional(CMD, a, pos, &npos, 1) != CLI_OK) {

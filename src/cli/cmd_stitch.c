@@ -22,12 +22,16 @@ static const char *STITCH_USAGE =
     "  --channel C, --timepoint T, --z Z, --clahe, --solver l1|l2,\n"
     "  --edge-weights MODE, --weight-floor W, --max-iterations N, --tolerance PX,\n"
     "  --cost-tolerance R, --outlier-px PX, --guess FILE, --max-shift PX,\n"
-    "  --names-yx, --cache BYTES\n"
+    "  --names-yx, --cache BYTES, --accept-poor\n"
     "                                                         estimate options\n"
     "  --format, --blend, --exponent, --dtype, --chunk, --shard, --codec,\n"
     "  --levels, --tcz, --t-out, --memory                     fuse options\n"
     "  --flipud, --fliplr, --rot90 K, --wells LIST, --threads N   both steps\n"
+    "  --progress MODE        auto (default: a bar on a terminal, else a log line\n"
+    "                         every 15 s and at each stage's end), bar,\n"
+    "                         log[:SECONDS], none\n"
     "  --json                 print {\"shifts\", \"estimate\", \"fuse\"} on stdout\n"
+    "  -q, --quiet            no estimate summary on stderr\n"
     "  -h, --help             this help\n";
 
 int cmd_stitch(int argc, char **argv) {
@@ -38,12 +42,17 @@ int cmd_stitch(int argc, char **argv) {
     ts_fuse_options_init(&fo);
     const char *input = NULL, *shifts_out = NULL;
     int npos = 0;
+    bool quiet = false;
     cli_common com = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(STITCH_USAGE, stdout);
             return CLI_OK;
+        }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+            continue;
         }
         int r = cli_estimate_option(cmd, argc, argv, &i, &eo);
         if (r == 0) r = cli_fuse_option(cmd, argc, argv, &i, &fo);
@@ -100,11 +109,15 @@ int cmd_stitch(int argc, char **argv) {
     }
     double t0 = cli_now();
     st = ts_estimate_run(&eo, &er, &err);
+    if (st == TS_OK && !quiet) cli_estimate_summary(cmd, &er);
     if (st == TS_OK) cli_estimate_warn(cmd, &er);
     double t1 = cli_now();
     if (st == TS_OK) st = ts_fuse_run(&fo, &fr, &err);
     ts_output_lock_release(&lock);
-    if (st) return cli_fail(cmd, &err);
+    if (st) {
+        ts_estimate_result_free(&er);
+        return cli_fail(cmd, &err);
+    }
     double t2 = cli_now();
     if (com.json) {
         printf("{\"shifts\": ");
@@ -115,5 +128,6 @@ int cmd_stitch(int argc, char **argv) {
     }
     cli_fuse_report(cmd, &fr, com.json, t2 - t1);
     if (com.json) printf("}\n");
+    ts_estimate_result_free(&er);
     return CLI_OK;
 }

@@ -22,6 +22,7 @@ static void help(void) {
            "Memory: one stored piece per thread.\n\n"
            "options:\n"
            "  --json               print a one-line JSON summary, with the problems listed\n"
+           "  --progress MODE      auto (bar on a terminal, else log), bar, log[:SECONDS], none\n"
            "  --threads N          threads (default 0 = all cores)\n"
            "  --require-chunks     an absent chunk or shard is an error (stores known to be dense)\n"
            "  --max-problems N     problems listed (the first, in store order; default 1000);\n"
@@ -90,6 +91,8 @@ int cmd_verify(int argc, char **argv) {
             return CLI_OK;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--progress")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_progress_mode(CMD, v)) return CLI_USAGE;
         } else if (!strcmp(a, "--require-chunks")) {
             o.require_chunks = true;
         } else if (!strcmp(a, "--threads")) {

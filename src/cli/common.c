@@ -58,6 +58,9 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
         if (!cli_int(cmd, a, v, 0, 4096, &c->threads)) return -1;
     } else if (!strcmp(a, "--json")) {
         c->json = true;
+    } else if (!strcmp(a, "--progress")) {
+        VALUE();
+        if (!cli_progress_mode(cmd, v)) return -1;
     } else {
         return 0;
     }
@@ -144,18 +147,94 @@ bool cli_codec(const char *cmd, const char *text, ts_codec *out) {
 
 bool cli_is_terminal(void) { return isatty(STDERR_FILENO) == 1; }
 
+/* The CLI's progress state (one command per process). */
+static struct {
+    enum { PROGRESS_AUTO, PROGRESS_BAR, PROGRESS_LOG, PROGRESS_NONE } mode;
+    double interval;          /* seconds between log lines */
+    const char *command;
+    char stage[128];
+    double start, last;       /* stage start, last line drawn */
+    int64_t last_done;
+    bool logged;              /* a line was printed for this stage */
+} progress = {PROGRESS_AUTO, 15.0, "tessera", "", 0, 0, -1, false};
+
+void cli_progress_command(const char *name) { progress.command = name; }
+
+bool cli_progress_mode(const char *cmd, const char *text) {
+    char *end = NULL;
+    if (!strcmp(text, "auto")) progress.mode = PROGRESS_AUTO;
+    else if (!strcmp(text, "bar")) progress.mode = PROGRESS_BAR;
+    else if (!strcmp(text, "none")) progress.mode = PROGRESS_NONE;
+    else if (!strncmp(text, "log", 3) && (text[3] == '\0' || text[3] == ':')) {
+        progress.mode = PROGRESS_LOG;
+        if (text[3] == ':') {
+            double s = strtod(text + 4, &end);
+            if (end == text + 4 || *end || !(s > 0 && s <= 86400)) {
+                cli_usage_error(cmd, "--progress: '%s': the log interval must be seconds in (0, 86400]", text);
+                return false;
+            }
+            progress.interval = s;
+        }
+    } else {
+        cli_usage_error(cmd, "--progress: '%s' is not auto, bar, log, log:SECONDS or none", text);
+        return false;
+    }
+    return true;
+}
+
+static void format_duration(double s, char *out, size_t n) {
+    if (!(s >= 0) || s > 1e8) {
+        snprintf(out, n, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+}
+
 void cli_progress(void *user, const char *stage, int64_t done, int64_t total) {
     (void)user;
-    if (!cli_is_terminal()) return;
-    static struct timespec last;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double dt = (double)(now.tv_sec - last.tv_sec) + 1e-9 * (double)(now.tv_nsec - last.tv_nsec);
-    if (done < total && dt < 0.1) return;
-    last = now;
-    int pct = total > 0 ? (int)(100.0 * (double)done / (double)total) : 0;
-    fprintf(stderr, "\r%-10s %3d%% (%lld/%lld)", stage, pct, (long long)done, (long long)total);
-    if (done >= total) fputc('\n', stderr);
+    int mode = progress.mode;
+    if (mode == PROGRESS_AUTO) mode = cli_is_terminal() ? PROGRESS_BAR : PROGRESS_LOG;
+    if (mode == PROGRESS_NONE) return;
+    const double now = cli_now();
+    const bool fresh = strcmp(stage, progress.stage) != 0 || done < progress.last_done;
+    if (fresh) {
+        snprintf(progress.stage, sizeof progress.stage, "%s", stage);
+        progress.start = now;
+        /* A bar shows at once; a log line only once the stage has run for
+         * an interval (short runs leave the log to their summary). */
+        progress.last = mode == PROGRESS_BAR ? -1e300 : now;
+        progress.logged = false;
+        progress.last_done = -1;
+    }
+    const bool end = total > 0 && done >= total;
+    const double wait = mode == PROGRESS_BAR ? 0.1 : progress.interval;
+    const bool same = done == progress.last_done;
+    if (done > progress.last_done) progress.last_done = done;
+    if (end ? same || (mode == PROGRESS_LOG && !progress.logged && now - progress.start < wait)
+            : now - progress.last < wait || same)
+        return;
+    progress.last = now;
+    progress.logged = true;
+    const double elapsed = now - progress.start;
+    const double rate = elapsed > 0 ? (double)done / elapsed : 0;
+    char eta[32], took[32];
+    format_duration(rate > 0 ? (double)(total - done) / rate : -1, eta, sizeof eta);
+    format_duration(elapsed, took, sizeof took);
+    const int pct = total > 0 ? (int)(100.0 * (double)done / (double)total) : 0;
+    if (mode == PROGRESS_BAR) {
+        char bar[31];
+        int filled = total > 0 ? (int)(30.0 * (double)done / (double)total) : 0;
+        for (int k = 0; k < 30; k++) bar[k] = k < filled ? '#' : '.';
+        bar[30] = '\0';
+        fprintf(stderr, "\r%s [%s] %3d%% %lld/%lld %.1f/s %s %s  ", stage, bar, pct, (long long)done,
+                (long long)total, rate, end ? "took" : "ETA", end ? took : eta);
+        if (end) fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "tessera %s: %s: %lld/%lld (%d%%), %.1f/s, %s %s\n", progress.command, stage,
+                (long long)done, (long long)total, pct, rate, end ? "took" : "ETA", end ? took : eta);
+    }
     fflush(stderr);
 }
 

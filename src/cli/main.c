@@ -55,7 +55,10 @@ static int launcher_size(void) {
     return 0;
 }
 
-static int run_command(size_t i, int argc, char **argv) { return COMMANDS[i].fn(argc - 1, argv + 1); }
+static int run_command(size_t i, int argc, char **argv) {
+    cli_progress_command(COMMANDS[i].name);
+    return COMMANDS[i].fn(argc - 1, argv + 1);
+}
 
 #ifdef TESSERA_HAVE_MPI
 /* Under mpirun: one MPI job. Only the first rank prints (stdout and

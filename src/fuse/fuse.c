@@ -400,8 +400,9 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
         ts_status st = fuse_resume_scan(W, pool, b0, b1, err);
         if (st) return st;
     }
-    char stage[64];
-    snprintf(stage, sizeof stage, "fuse %s", W->plate->wells[W->w].path);
+    char stage[128];
+    snprintf(stage, sizeof stage, "fuse %s (well %d of %d)", W->plate->wells[W->w].path, W->run_index + 1,
+             W->run_count);
     return fuse_pipeline_run(W->plan, W->nt * W->L.Z, b0, b1, &fns, pool, budget, max_blocks,
                              W->opt->progress, W->opt->progress_user, stage, stats, err);
 }
@@ -688,6 +689,7 @@ prepared:
     }
     st = ts_dist_agree(dist, st, err);
     for (int i = 0; st == TS_OK && i < nwells; i++) {
+        prepared[i].run_index = i, prepared[i].run_count = nwells;
         st = well_run(&prepared[i], pool, first && guarded ? &guard : NULL, i, res, err);
     }
     if (st) goto done;

@@ -77,6 +77,7 @@ typedef struct fuse_well {
     uint8_t *resume_done, *resume_needed;
     int64_t *resume_slot_off;    /* band b's slots start at [b] */
     int64_t resume_blocks_kept;
+    int run_index, run_count;    /* this well is number run_index + 1 of the run's run_count (progress) */
 } fuse_well;
 
 /* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z);
