@@ -204,6 +204,12 @@ static int register_edge(void *user, int64_t i, int worker) {
         g = &guessed;
     }
     if (!*slot && ts_registrar_create(g->sh, g->sw, &c->reg, slot, &err) != TS_OK) {
+        /* Name the pair, its tiles and the plate ("out of memory for a
+         * 31610880x20 registrar" said none of them). */
+        const ts_well_info *wi = &c->plate->wells[e->well];
+        ts_fail_context(&err, err.code, "registering tiles %s/%s and %s/%s (%lldx%lld px) of plate %s", wi->path,
+                        wi->positions[e->a], wi->path, wi->positions[e->b], (long long)c->h, (long long)c->w,
+                        c->plate->path);
         set_error(c, &err);
         return 1;
     }
@@ -477,6 +483,110 @@ static ts_status gather_results(est_ctx *c, ts_error *err) {
     return st;
 }
 
+/* The pairs as the quality check sees them: the solve's outlier flags and
+ * residuals are on the shifts' pairs, which are the matched edges in
+ * canonical order. */
+static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
+    ts_qc_pair *q = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *q);
+    if (!q) return NULL;
+    int *k = calloc((size_t)(c->plate->nwells ? c->plate->nwells : 1), sizeof *k);
+    if (!k) {
+        free(q);
+        return NULL;
+    }
+    for (int64_t i = 0; i < c->nedges; i++) {
+        const edge *e = &c->edges[i];
+        q[i] = (ts_qc_pair){e->well, e->a, e->b, e->dir, e->res.matched, false, e->res.confidence,
+                            e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, 0};
+        if (s && e->res.matched) {
+            const ts_shift_pair *sp = &s->wells[e->well].pairs[k[e->well]++];
+            q[i].outlier = sp->outlier;
+            q[i].residual = hypot(sp->ry, sp->rx);
+        }
+    }
+    free(k);
+    return q;
+}
+
+/* Few trusted pairs along an axis (a wrong nominal overlap cuts the strips
+ * where the tiles do not overlap): every pair registered again with strips
+ * over half the tile and candidate shifts down to a tenth of that overlap,
+ * for a measured overlap worth suggesting. One process only (the pairs are
+ * on this rank). */
+static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error *err) {
+    const ts_estimate_options *opt = c->opt;
+    bool need[2];
+    for (int d = 0; d < 2; d++)
+        need[d] = result->overlap[d].pairs >= 3 && !ts_qc_measurement_reliable(&result->overlap[d]);
+    if ((!need[0] && !need[1]) || c->guess_origin || ts_dist_size(opt->dist) > 1) return TS_OK;
+    for (int i = 0; i < 2 * ts_pool_size(c->pool); i++) {
+        ts_registrar_free(c->workers[i]);
+        c->workers[i] = NULL;
+    }
+    free(c->workers);
+    c->workers = NULL;
+    ts_tile_cache_destroy(c->cache);
+    c->cache = NULL;
+    atomic_store(&c->done, 0);
+    c->reg.min_overlap = 0.1;
+    c->reg.max_shift = 0;
+    ts_status st;
+    if ((st = ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c->h, (int)c->w, (int)(c->w / 2), &c->reg,
+                                    &c->geom[TS_PAIR_RIGHT], err)) != TS_OK ||
+        (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c->h, (int)c->w, (int)(c->h / 2), &c->reg,
+                                    &c->geom[TS_PAIR_BELOW], err)) != TS_OK)
+        return st;
+    int band = 1000000;
+    if ((st = estimate_register(c, band, err)) != TS_OK) return st;
+    qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
+    ts_qc_pair *q = qc_pairs(c, NULL);
+    double *v = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *v);
+    double *scratch = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *scratch);
+    if (!q || !v || !scratch) {
+        free(q), free(v), free(scratch);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the overlap probe");
+    }
+    const int extent[2] = {(int)c->w, (int)c->h};
+    for (int d = 0; d < 2; d++) {
+        if (!need[d]) continue;
+        int64_t n = 0;
+        for (int64_t i = 0; i < c->nedges; i++)
+            if (q[i].dir == d && ts_qc_trusted(&q[i])) v[n++] = extent[d] - q[i].offset;
+        ts_overlap_qc *o = &result->overlap[d];
+        if (n < 3) continue;
+        double m, sp;
+        ts_qc_median_spread(v, n, scratch, &m, &sp);
+        /* Noise peaks of pairs that do not overlap scatter over the strip
+         * (a spread of 30-90 px on 256 px tiles); true ones agree to the
+         * stage repeatability (2-3 px there). */
+        if (!(sp <= 4.0 + 0.05 * extent[d])) continue;
+        o->trusted = n;
+        o->measured = n;
+        o->probed = true;
+        o->overlap = m;
+        o->spread = sp;
+    }
+    free(q), free(v), free(scratch);
+    return TS_OK;
+}
+
+/* The verdict and its message (docs/qc.md). */
+static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_result *result, ts_error *err) {
+    const ts_estimate_options *opt = c->opt;
+    ts_qc_pair *q = qc_pairs(c, s);
+    if (!q) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check");
+    ts_status st = ts_estimate_qc(q, c->nedges, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x,
+                                  opt->overlap_y, result, err);
+    free(q);
+    if (st != TS_OK || result->verdict == TS_VERDICT_OK) return st;
+    /* With few trusted pairs the overlap reported (and suggested) is the
+     * wide-strip probe's, marked as such. */
+    if ((st = probe_overlap(c, result, err)) != TS_OK) return st;
+    ts_estimate_qc_message(result, opt->overlap_x == opt->overlap_y, result->verdict_message,
+                           sizeof result->verdict_message);
+    return TS_OK;
+}
+
 /* On the first rank: the solve and the shifts file. */
 static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *result, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
@@ -507,8 +617,6 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     result->outlier_pairs = sum.outliers;
     result->isolated_tiles = sum.isolated;
     result->max_components = sum.max_components;
-    if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
-
     result->wells = c->plate->nwells;
     result->tiles = c->ntiles;
     result->pairs = c->nedges - result->unmatched_pairs;
@@ -516,6 +624,12 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
         if (c->edges[i].res.matched && c->edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
     result->strip_shape[0][0] = c->geom[0].sh, result->strip_shape[0][1] = c->geom[0].sw;
     result->strip_shape[1][0] = c->geom[1].sh, result->strip_shape[1][1] = c->geom[1].sw;
+
+    if ((st = quality_check(c, s, result, err)) != TS_OK) return st;
+    if (result->verdict != TS_VERDICT_OK && !opt->accept_poor)
+        return ts_fail(err, TS_ERR_NUMERIC, "%s", result->verdict_message);
+    if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
+    result->written = true;
     return TS_OK;
 }
 
@@ -526,7 +640,13 @@ static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *
     int64_t v[2] = {cs.loads, (int64_t)cs.peak_bytes};
     const ts_dist_op op[2] = {TS_DIST_SUM, TS_DIST_MAX};
     ts_status st = ts_dist_reduce(c->opt->dist, v, op, 2, err);
+    /* The per-well check stays where it was made (rank 0's pointer means
+     * nothing elsewhere). */
+    ts_estimate_well_qc *own = result->well_qc;
+    int nown = result->nwell_qc;
     if (st == TS_OK) st = ts_dist_bcast(c->opt->dist, result, sizeof *result, 0, err);
+    result->well_qc = own;
+    result->nwell_qc = nown;
     result->tile_reads = v[0];
     result->peak_cache_bytes = (size_t)v[1];
     return st;
@@ -578,6 +698,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_shifts_free(s);
     ts_plate_close(c.plate);
     pthread_mutex_destroy(&c.mu);
+    if (result == &local_result) ts_estimate_result_free(result);
     return st;
 }
 

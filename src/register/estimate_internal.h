@@ -18,4 +18,31 @@ double ts_estimate_max_shift(const ts_estimate_options *opt);
 ts_status ts_estimate_read_guess(const char *path, const ts_plate *plate, const int64_t *tile_base,
                                  int64_t ntiles, ts_shifts **guess, double (**origin)[2], ts_error *err);
 
+/* ---- quality check (qc.c, docs/qc.md) ---- */
+
+/* One neighbour pair as the quality check sees it. */
+typedef struct ts_qc_pair {
+    int well, a, b;     /* well index, tile indices within it */
+    int dir;            /* 0: x (right neighbour), 1: y (lower neighbour) */
+    bool matched, outlier;
+    double confidence;
+    double offset;      /* measured origin b - a along the pair's axis, px */
+    double residual;    /* 2-D residual after the solve, px (0 if unmatched) */
+} ts_qc_pair;
+
+bool ts_qc_trusted(const ts_qc_pair *p);
+bool ts_qc_overlap_wrong(const ts_overlap_qc *q);
+bool ts_qc_measurement_reliable(const ts_overlap_qc *q);
+/* Median and 1.4826 MAD of v[0, n) (v is sorted; scratch: n doubles). */
+void ts_qc_median_spread(double *v, int64_t n, double *scratch, double *median, double *spread);
+
+/* Fills r's overlap, well_qc (allocated), nwell_qc and verdict from the
+ * pairs. tile_base: first tile id of each well of plate. */
+ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, const int64_t *tile_base,
+                         int h, int w, int nominal_x, int nominal_y, ts_estimate_result *r, ts_error *err);
+
+/* The one-line message of a failed check: what was measured, what to pass
+ * (same_nominal: the user gave one --overlap for both axes). */
+void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char *buf, size_t cap);
+
 #endif

@@ -113,3 +113,24 @@ def ncc_search(a, b, dy_range, dx_range, factor=4):
             if v > best[0]:
                 best = (v, dy, dx)
     return best
+
+
+def cut_plate(img, cols, rows, tile, overlap, jitter, seed=0):
+    """Tiles cut from one real image on a grid of pitch tile - overlap, each
+    moved by a uniform stage jitter of +-jitter px (integer, so the truth is
+    exact): {name: tile}, {name: true origin (y, x)}. The image must hold
+    (n - 1) * pitch + tile + 2 * jitter px along each axis."""
+    rng = np.random.default_rng(seed)
+    pitch = tile - overlap
+    need_y, need_x = (rows - 1) * pitch + tile + 2 * jitter, (cols - 1) * pitch + tile + 2 * jitter
+    if img.shape[0] < need_y or img.shape[1] < need_x:
+        raise ValueError(f"image {img.shape} too small for {cols}x{rows} tiles of {tile} px at pitch {pitch}")
+    tiles, origins = {}, {}
+    for row in range(rows):
+        for col in range(cols):
+            y = jitter + row * pitch + int(rng.integers(-jitter, jitter + 1))
+            x = jitter + col * pitch + int(rng.integers(-jitter, jitter + 1))
+            n = f"{col:03d}{row:03d}"
+            tiles[n] = np.ascontiguousarray(img[y:y + tile, x:x + tile])
+            origins[n] = (y, x)
+    return tiles, origins

@@ -440,8 +440,11 @@ def simulate_05_input_and_stitch():
     _, ref = R.fuse(raws, [origins[n] for n in names], orientation=(False, True, 3))
     compare_u16(R.read_output(out, "A/1"), ref, "simulate plate at truth")
     st = os.path.join(d, "st.zarr")
+    # 56x40 tiles with 10 px overlaps: 4 of the 5 pairs that match are
+    # outliers, which estimate's check refuses (docs/qc.md); this case is
+    # about fuse's input, so the poor solution is accepted.
     p = run("stitch", plate, "-o", st, "--overlap", "10", "--fliplr", "--rot90", "3", "--json",
-            "--chunk", "16")
+            "--chunk", "16", "--accept-poor")
     import json as _json
     summary = _json.loads(p.stdout)
     assert summary["fuse"]["wells"] == 1 and os.path.exists(summary["shifts"]), summary

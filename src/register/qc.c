@@ -1,0 +1,244 @@
+/* estimate's quality check: the overlap the trusted pairs measure, per
+ * direction, against the nominal one, and whether the solution is
+ * plausible at all. The thresholds come from measurements on simulated and
+ * real-image plates (docs/qc.md has the tables):
+ *
+ * - a pair is trusted when it matched with confidence >= QC_TRUST_CONF and
+ *   the solve kept it (not an outlier);
+ * - the nominal overlap is wrong when, with at least QC_MIN_TRUSTED trusted
+ *   pairs along the axis, the measured overlap differs from it by more than
+ *   max(3 spread, QC_MIN_PX, QC_REL x nominal): correct runs measured within
+ *   2 spreads of the truth, a nominal 25% off is beyond it on most plates;
+ * - the solution is implausible when, in a well of QC_MIN_PAIRS measured
+ *   pairs or more, more than QC_MAX_OUTLIERS of them are outliers: the
+ *   measurements contradict each other (correct runs <= 9%, wrong overlaps
+ *   >= 33%). Pairs that did not match at all (blank tiles, tiny or
+ *   featureless tiles) contradict nothing: their tiles stay on the nominal
+ *   grid, and the CLI warns when they are the majority (correct runs with
+ *   10% blank tiles leave up to 38% unmatched). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "register/estimate_internal.h"
+
+#define QC_TRUST_CONF 0.1
+#define QC_MIN_TRUSTED 3
+#define QC_MIN_PX 4.0
+#define QC_REL 0.1
+#define QC_MIN_PAIRS 4
+#define QC_MAX_OUTLIERS 0.2
+
+void ts_estimate_result_free(ts_estimate_result *r) {
+    if (!r) return;
+    free(r->well_qc);
+    r->well_qc = NULL;
+    r->nwell_qc = 0;
+}
+
+bool ts_qc_trusted(const ts_qc_pair *p) {
+    return p->matched && !p->outlier && p->confidence >= QC_TRUST_CONF;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double sorted_quantile(const double *v, int64_t n, double q) {
+    if (n == 0) return NAN;
+    double at = q * (double)(n - 1);
+    int64_t i = (int64_t)floor(at);
+    if (i + 1 >= n) return v[n - 1];
+    return v[i] + (at - (double)i) * (v[i + 1] - v[i]);
+}
+
+/* Median and 1.4826 MAD of v (sorted in place; scratch: n doubles). */
+void ts_qc_median_spread(double *v, int64_t n, double *scratch, double *median, double *spread) {
+    *median = *spread = NAN;
+    if (n == 0) return;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *median = sorted_quantile(v, n, 0.5);
+    for (int64_t i = 0; i < n; i++) scratch[i] = fabs(v[i] - *median);
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_double);
+    *spread = 1.4826 * sorted_quantile(scratch, n, 0.5);
+}
+
+/* Fills q from pairs [0, n) of direction dir (well < 0: every well). */
+static void direction_qc(const ts_qc_pair *p, int64_t n, int well, int dir, int extent, int nominal,
+                         double *v, double *c, double *scratch, ts_overlap_qc *q) {
+    memset(q, 0, sizeof *q);
+    q->nominal = nominal;
+    int64_t nv = 0, nc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (p[i].dir != dir || (well >= 0 && p[i].well != well)) continue;
+        q->pairs++;
+        if (!p[i].matched) continue;
+        q->measured++;
+        q->outliers += p[i].outlier;
+        c[nc++] = p[i].confidence;
+        if (ts_qc_trusted(&p[i])) v[nv++] = (double)extent - p[i].offset;
+    }
+    q->trusted = nv;
+    ts_qc_median_spread(v, nv, scratch, &q->overlap, &q->spread);
+    qsort(c, (size_t)nc, sizeof *c, cmp_double);
+    for (int k = 0; k < 3; k++) q->conf_q[k] = sorted_quantile(c, nc, 0.25 * (k + 1));
+}
+
+static int uf_find(int *parent, int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+/* The tolerance of a nominal overlap given a measurement's spread. */
+static double tolerance(const ts_overlap_qc *q) {
+    return fmax(3.0 * q->spread, fmax(QC_MIN_PX, QC_REL * q->nominal));
+}
+
+bool ts_qc_overlap_wrong(const ts_overlap_qc *q) {
+    return q->trusted >= QC_MIN_TRUSTED && fabs(q->overlap - q->nominal) > tolerance(q);
+}
+
+/* The measured overlap is worth suggesting: enough trusted pairs, and
+ * most measured pairs agree with the solve. */
+bool ts_qc_measurement_reliable(const ts_overlap_qc *q) {
+    return q->trusted >= QC_MIN_TRUSTED && 2 * q->trusted >= q->measured;
+}
+
+static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
+    int64_t measured = wq->dir[0].measured + wq->dir[1].measured;
+    int64_t outliers = wq->dir[0].outliers + wq->dir[1].outliers;
+    if (measured < QC_MIN_PAIRS) return TS_VERDICT_OK;
+    return (double)outliers > QC_MAX_OUTLIERS * (double)measured ? TS_VERDICT_IMPLAUSIBLE : TS_VERDICT_OK;
+}
+
+ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, const int64_t *tile_base,
+                         int h, int w, int nominal_x, int nominal_y, ts_estimate_result *r, ts_error *err) {
+    const int nw = plate->nwells;
+    const int64_t ntiles = nw ? tile_base[nw - 1] + plate->wells[nw - 1].npositions : 0;
+    size_t nn = (size_t)(n ? n : 1);
+    double *v = malloc(nn * sizeof *v), *c = malloc(nn * sizeof *c), *scratch = malloc(nn * sizeof *scratch);
+    int *parent = malloc((size_t)(ntiles ? ntiles : 1) * sizeof *parent);
+    bool *paired = calloc((size_t)(ntiles ? ntiles : 1), sizeof *paired);
+    r->well_qc = calloc((size_t)(nw ? nw : 1), sizeof *r->well_qc);
+    if (!v || !c || !scratch || !parent || !paired || !r->well_qc) {
+        free(v), free(c), free(scratch), free(parent), free(paired);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check of %lld pairs", (long long)n);
+    }
+    r->nwell_qc = nw;
+    const int extent[2] = {w, h}, nominal[2] = {nominal_x, nominal_y};
+    for (int d = 0; d < 2; d++) direction_qc(p, n, -1, d, extent[d], nominal[d], v, c, scratch, &r->overlap[d]);
+    /* Groups over matched pairs: what the solve connects. */
+    for (int64_t i = 0; i < ntiles; i++) parent[i] = (int)i;
+    for (int64_t i = 0; i < n; i++) {
+        if (!p[i].matched) continue;
+        int a = (int)(tile_base[p[i].well] + p[i].a), b = (int)(tile_base[p[i].well] + p[i].b);
+        paired[a] = paired[b] = true;
+        int ra = uf_find(parent, a), rb = uf_find(parent, b);
+        if (ra != rb) parent[ra > rb ? ra : rb] = ra > rb ? rb : ra;
+    }
+    r->verdict = TS_VERDICT_OK;
+    for (int wi = 0; wi < nw; wi++) {
+        ts_estimate_well_qc *wq = &r->well_qc[wi];
+        snprintf(wq->well, sizeof wq->well, "%s", plate->wells[wi].path);
+        for (int d = 0; d < 2; d++) direction_qc(p, n, wi, d, extent[d], nominal[d], v, c, scratch, &wq->dir[d]);
+        for (int64_t t = tile_base[wi]; t < tile_base[wi] + plate->wells[wi].npositions; t++) {
+            wq->isolated += !paired[t];
+            wq->groups += uf_find(parent, (int)t) == (int)t;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (p[i].well == wi && ts_qc_trusted(&p[i]) && p[i].residual > wq->max_residual)
+                wq->max_residual = p[i].residual;
+        wq->verdict = well_verdict(wq);
+        if (wq->verdict == TS_VERDICT_IMPLAUSIBLE) r->verdict = TS_VERDICT_IMPLAUSIBLE;
+    }
+    if (r->verdict == TS_VERDICT_OK && (ts_qc_overlap_wrong(&r->overlap[0]) || ts_qc_overlap_wrong(&r->overlap[1])))
+        r->verdict = TS_VERDICT_OVERLAP_WRONG;
+    free(v), free(c), free(scratch), free(parent), free(paired);
+    return TS_OK;
+}
+
+__attribute__((format(printf, 4, 5)))
+static size_t append(char *buf, size_t cap, size_t at, const char *fmt, ...) {
+    if (at >= cap) return at;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + at, cap - at, fmt, ap);
+    va_end(ap);
+    return k > 0 ? at + (size_t)k : at;
+}
+
+void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char *buf, size_t cap) {
+    static const char axis[2] = {'x', 'y'};
+    size_t at = 0;
+    buf[0] = '\0';
+    bool have[2];
+    at = append(buf, cap, at, "measured overlap ");
+    for (int d = 0; d < 2; d++) {
+        const ts_overlap_qc *q = &r->overlap[d];
+        if (q->pairs == 0) {
+            have[d] = false;
+            continue;
+        }
+        have[d] = ts_qc_measurement_reliable(q);
+        if (d == 1 && r->overlap[0].pairs) at = append(buf, cap, at, ", ");
+        if (q->trusted > 0)
+            at = append(buf, cap, at, "%.0f px in %c (spread %.1f px, %lld of %lld pairs trusted%s)", q->overlap,
+                        axis[d], q->spread, (long long)q->trusted, (long long)q->pairs,
+                        q->probed ? ", wide strips" : "");
+        else
+            at = append(buf, cap, at, "unknown in %c (0 of %lld pairs trusted)", axis[d], (long long)q->pairs);
+    }
+    if (r->verdict == TS_VERDICT_IMPLAUSIBLE) {
+        int64_t pairs = 0, measured = 0, outliers = 0, trusted = 0, isolated = 0;
+        int bad = 0, first = -1;
+        for (int i = 0; i < r->nwell_qc; i++) {
+            const ts_estimate_well_qc *wq = &r->well_qc[i];
+            if (wq->verdict != TS_VERDICT_IMPLAUSIBLE) continue;
+            if (first < 0) first = i;
+            bad++;
+            for (int d = 0; d < 2; d++) {
+                pairs += wq->dir[d].pairs, measured += wq->dir[d].measured;
+                outliers += wq->dir[d].outliers, trusted += wq->dir[d].trusted;
+            }
+            isolated += wq->isolated;
+        }
+        at = append(buf, cap, at, "; implausible solution in %d well%s (%s%s): %lld of %lld pairs trusted, %lld outliers, "
+                    "%lld unmatched, %lld isolated tiles", bad, bad == 1 ? "" : "s",
+                    first >= 0 ? r->well_qc[first].well : "?", bad > 1 ? ", ..." : "", (long long)trusted,
+                    (long long)pairs, (long long)outliers, (long long)(pairs - measured), (long long)isolated);
+    }
+    const ts_overlap_qc *x = &r->overlap[0], *y = &r->overlap[1];
+    /* Which nominal values the reliable measurements contradict. */
+    bool off[2] = {have[0] && fabs(x->overlap - x->nominal) > tolerance(x),
+                   have[1] && fabs(y->overlap - y->nominal) > tolerance(y)};
+    bool suggest = (have[0] || !x->pairs) && (have[1] || !y->pairs) && (have[0] || have[1]);
+    if (suggest && !off[0] && !off[1]) {
+        /* Implausible although the overlap is as given: not the overlap. */
+        at = append(buf, cap, at, "; the measured overlap agrees with the nominal one (x %d, y %d px): check the "
+                    "orientation flags and the tiles", x->nominal, y->nominal);
+    } else {
+        if (same_nominal)
+            at = append(buf, cap, at, "; --overlap %d looks wrong", x->pairs ? x->nominal : y->nominal);
+        else if (off[0] != off[1])
+            at = append(buf, cap, at, "; --overlap-%c %d looks wrong", off[0] ? 'x' : 'y',
+                        off[0] ? x->nominal : y->nominal);
+        else
+            at = append(buf, cap, at, "; --overlap-x %d --overlap-y %d look wrong", x->nominal, y->nominal);
+        if (suggest) {
+            double mx = have[0] ? x->overlap : y->overlap, my = have[1] ? y->overlap : x->overlap;
+            double tol = fmax(have[0] ? tolerance(x) : 0, have[1] ? tolerance(y) : 0);
+            if (fabs(mx - my) <= tol && (same_nominal || !(have[0] && have[1])))
+                at = append(buf, cap, at, ": try --overlap %.0f", floor(0.5 * (mx + my) + 0.5));
+            else
+                at = append(buf, cap, at, ": try --overlap-x %.0f --overlap-y %.0f", floor(mx + 0.5), floor(my + 0.5));
+        } else {
+            at = append(buf, cap, at, " (too few trusted pairs to suggest one; check the overlap and the "
+                        "orientation flags)");
+        }
+    }
+    append(buf, cap, at, " (--accept-poor writes it anyway)");
+}

@@ -1,0 +1,159 @@
+"""estimate's quality check (docs/qc.md): a wrong nominal overlap, too large
+or too small, in x or in y, fails with exit 1, one line naming the overlap
+the pairs measured and what to pass, and no shifts file; --accept-poor
+writes it with a warning; a right one passes with a summary on stderr
+(none with --quiet) and the same figures in --json.
+
+Plates: `tessera simulate` (true overlap 64 px and 102 px, the cases of
+issue 9: --overlap 128 put tiles a median 168 px off, --overlap 200 up to
+403 px, both with exit 0) and tiles cut from a real image (skimage's
+camera) with a known stage jitter."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import skimage.data
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import register_plates as rp  # noqa: E402
+from interop_checks import finish  # noqa: E402
+
+TMP = os.path.join(rp.TMP, "estimate_qc")
+failures = []
+# Progress lines (off a terminal, a log line per stage) are not messages.
+PROGRESS = re.compile(r"^tessera \w+: [\w ]+: \d+/\d+ ")
+
+
+def check(ok, msg):
+    if not ok:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def run(*args):
+    return subprocess.run([rp.BIN, *map(str, args)], capture_output=True, text=True)
+
+
+def messages(p):
+    return [ln for ln in p.stderr.splitlines() if ln.strip() and not PROGRESS.match(ln)]
+
+
+def simulate(name, overlap, seed):
+    plate = os.path.join(TMP, name + ".zarr")
+    run_ok = run("simulate", "-o", plate, "--grid", "7x7", "--tile", "256x256", "--overlap", overlap,
+                 "--jitter", 3, "--seed", seed, "-q")
+    if run_ok.returncode:
+        sys.exit(f"FAIL: simulate: {run_ok.stderr}")
+    return plate
+
+
+def measured(line, axis):
+    m = re.search(r"measured overlap (?:.*?, )?(\d+) px in %s\b" % axis, line)
+    return int(m.group(1)) if m else None
+
+
+def expect_refused(label, plate, args, true_xy, wrong_axes):
+    out = os.path.join(TMP, "refused.yaml")
+    if os.path.exists(out):
+        os.remove(out)
+    p = run("estimate", plate, "-o", out, *args, "--json")
+    lines = messages(p)
+    check(p.returncode == 1, f"{label}: exit {p.returncode} (want 1): {p.stderr!r}")
+    check(len(lines) == 1, f"{label}: {len(lines)} message lines (want 1): {lines}")
+    check(not os.path.exists(out), f"{label}: a shifts file was written")
+    line = lines[-1] if lines else ""
+    for axis, true in zip("xy", true_xy):
+        got = measured(line, axis)
+        check(got is not None and abs(got - true) <= 3,
+              f"{label}: measured {axis} overlap {got} (true {true}) in {line!r}")
+    for axis in wrong_axes:
+        flag = "--overlap" if axis == "both" else f"--overlap-{axis}"
+        check(re.search(r"%s \d+ looks? wrong" % re.escape(flag), line) is not None,
+              f"{label}: {flag} not named as wrong in {line!r}")
+    m = re.search(r"try --overlap (\d+)", line)
+    if m:
+        check(all(abs(int(m.group(1)) - t) <= 3 for t in true_xy), f"{label}: suggestion {line!r}")
+    else:
+        m = re.search(r"try --overlap-x (\d+) --overlap-y (\d+)", line)
+        check(m is not None and all(abs(int(g) - t) <= 3 for g, t in zip(m.groups(), true_xy)),
+              f"{label}: no right suggestion in {line!r}")
+    try:
+        j = json.loads(p.stdout)
+        check(j["verdict"] in ("overlap_wrong", "implausible") and j["written"] is False and j["message"] == line
+              .split(": ", 1)[1], f"{label}: --json verdict {j.get('verdict')} written {j.get('written')}")
+    except (ValueError, KeyError) as e:
+        check(False, f"{label}: --json on a refused run: {e}: {p.stdout!r}")
+
+
+def main():
+    os.makedirs(TMP, exist_ok=True)
+    p64 = simulate("t64", 64, 64)
+    p102 = simulate("t102", 102, 102)
+    # The issue's two cases, and each axis too large and too small.
+    expect_refused("64 as 128", p64, ["--overlap", 128], (64, 64), ["both"])
+    expect_refused("102 as 200", p102, ["--overlap", 200], (102, 102), ["both"])
+    expect_refused("102 as 51", p102, ["--overlap", 51], (102, 102), ["both"])
+    expect_refused("x too large", p64, ["--overlap-x", 128, "--overlap-y", 64], (64, 64), ["x"])
+    expect_refused("x too small", p64, ["--overlap-x", 32, "--overlap-y", 64], (64, 64), ["x"])
+    expect_refused("y too large", p64, ["--overlap-x", 64, "--overlap-y", 128], (64, 64), ["y"])
+    expect_refused("y too small", p64, ["--overlap-x", 64, "--overlap-y", 32], (64, 64), ["y"])
+
+    # Tiles of a real image, true overlap 40 px, stage jitter +-3 px.
+    tiles, origins = rp.cut_plate(skimage.data.camera(), 5, 5, 112, 40, 3, seed=40)
+    real = os.path.join(TMP, "camera.zarr")
+    rp.write_plate(real, tiles)
+    expect_refused("real 40 as 80", real, ["--overlap", 80], (40, 40), ["both"])
+    expect_refused("real 40 as 20", real, ["--overlap", 20], (40, 40), ["both"])
+
+    # --accept-poor: written, with a warning that says why.
+    out = os.path.join(TMP, "poor.yaml")
+    p = run("estimate", p64, "-o", out, "--overlap", 128, "--accept-poor")
+    check(p.returncode == 0 and os.path.exists(out), f"--accept-poor: exit {p.returncode}, {p.stderr!r}")
+    check(any("warning" in ln and "--overlap 128 looks wrong" in ln for ln in messages(p)),
+          f"--accept-poor: no warning naming the overlap: {p.stderr!r}")
+
+    # The right overlap: accepted, the summary on stderr and in --json.
+    for label, plate, overlap, truth in (("simulated", p64, 64, None), ("real", real, 40, origins)):
+        out = os.path.join(TMP, f"ok_{label}.yaml")
+        p = run("estimate", plate, "-o", out, "--overlap", overlap, "--json")
+        check(p.returncode == 0 and os.path.exists(out), f"{label}: exit {p.returncode} {p.stderr!r}")
+        lines = messages(p)
+        check(any(ln.startswith("tessera estimate: well A/1;") and "trusted" in ln for ln in lines)
+              and any(ln.startswith("tessera estimate: verdict ok") for ln in lines),
+              f"{label}: summary on stderr: {lines}")
+        j = json.loads(p.stdout)
+        check(j["verdict"] == "ok" and j["written"] is True and j["message"] == "", f"{label}: --json {j}")
+        w = j["well_qc"]
+        check(len(w) == 1 and w[0]["well"] == "A/1" and w[0]["verdict"] == "ok", f"{label}: well_qc {w}")
+        for axis in "xy":
+            q, wq = j[axis], w[0][axis]
+            # the plate's figures and the one well's are the same, by name
+            check(set(q) == set(wq) and all(q[k] == wq[k] for k in q), f"{label}: {axis} plate {q} well {wq}")
+            check(abs(q["overlap"] - overlap) <= 1.5 and 0.5 < q["spread"] < 6 and q["nominal"] == overlap,
+                  f"{label}: {axis} measured {q['overlap']} spread {q['spread']} (true {overlap}, jitter 3)")
+            check(q["trusted"] <= q["measured"] <= q["pairs"] and q["outliers"] == 0 and q["trusted"] >= 0.9 * q[
+                "pairs"], f"{label}: {axis} counts {q}")
+            c = q["confidence_quartiles"]
+            check(0 < c[0] <= c[1] <= c[2] <= 1, f"{label}: {axis} confidence quartiles {c}")
+        check(w[0]["groups"] == 1 and w[0]["isolated_tiles"] == 0 and 0 <= w[0]["max_residual"] < 1,
+              f"{label}: well_qc {w[0]}")
+        # The summary's counts are the --json ones.
+        m = re.search(r"x: (\d+) pairs, (\d+) measured, (\d+) trusted, (\d+) outliers", "\n".join(lines))
+        check(m is not None and [int(g) for g in m.groups()] == [j["x"][k] for k in
+                                                                 ("pairs", "measured", "trusted", "outliers")],
+              f"{label}: summary and --json differ: {lines} vs {j['x']}")
+        if truth:
+            s = rp.read_shifts(out)
+            d = np.array([np.subtract(s["positions"]["A/1/" + n], truth[n]) for n in truth])
+            d -= np.median(d, axis=0)
+            check(np.abs(d).max() < 1.0, f"{label}: positions off by up to {np.abs(d).max():.2f} px")
+        q = run("estimate", plate, "-o", out, "--overlap", overlap, "--quiet")
+        check(q.returncode == 0 and not messages(q), f"{label}: --quiet printed {messages(q)}")
+    finish(failures)
+
+
+if __name__ == "__main__":
+    main()
