@@ -381,6 +381,10 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
     s->orientation = opt->orientation;
     s->orientation.rot90 = ts_orient_k(&opt->orientation);
     s->names_yx = opt->names_yx;
+    /* What the solve below is given, for tessera solve to give it again. */
+    s->has_nominal_pitch = true;
+    s->nominal_pitch[0] = (double)(c->h - opt->overlap_y);
+    s->nominal_pitch[1] = (double)(c->w - opt->overlap_x);
     if ((st = ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c->h, (int)c->w, opt->overlap_x, &c->reg,
                                     &c->geom[TS_PAIR_RIGHT], err)) != TS_OK ||
         (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c->h, (int)c->w, opt->overlap_y, &c->reg,
@@ -611,7 +615,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     /* The solve: nominal pitch (tile size minus overlap), or the guess, as
      * targets and the fallback for tiles no pair reaches. */
     ts_solve_summary sum;
-    if ((st = ts_solve_wells(s, (double)(c->h - opt->overlap_y), (double)(c->w - opt->overlap_x), c->guess,
+    if ((st = ts_solve_wells(s, s->nominal_pitch[0], s->nominal_pitch[1], c->guess,
                              &opt->solve, opt->threads, &sum, err)) != TS_OK)
         return st;
     result->outlier_pairs = sum.outliers;

@@ -21,6 +21,7 @@
  *   outliers:                    # per well: list of pair indices (extra key)
  *     A/1: [3, 17]
  *   names_yx: false              # position names are YYYXXX (extra key)
+ *   nominal_pitch: [py, px]      # the pitch estimate solved with (extra key)
  *
  * Only total_translation is required on read (files of the old tool have it
  * and confidence only); everything else is optional.
@@ -74,6 +75,12 @@ typedef struct ts_shifts {
     bool has_orientation;
     ts_orientation orientation;
     bool names_yx;           /* position names are YYYXXX */
+    /* The pitch estimate solved with (tile extent minus the nominal
+     * overlap, px, [y, x]), so that tessera solve places disconnected
+     * groups as estimate did; files without it fall back to the median
+     * pair (extra key nominal_pitch). */
+    bool has_nominal_pitch;
+    double nominal_pitch[2];
     int well_cap;            /* private: capacity of wells */
 } ts_shifts;
 

@@ -542,6 +542,19 @@ static ts_status read_tile_shape(reader *r) {
     return next(r);
 }
 
+/* [py, px]: what estimate solved with; both > 0 (a pitch of 0 or less
+ * would stack or reverse the grid). */
+static ts_status read_nominal_pitch(reader *r) {
+    unsigned long line = r->have_event ? (unsigned long)r->ev.start_mark.line + 1 : 0;
+    ts_status st = read_vec2(r, "nominal_pitch", r->s->nominal_pitch);
+    if (st) return st;
+    if (!(r->s->nominal_pitch[0] > 0) || !(r->s->nominal_pitch[1] > 0))
+        return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu: nominal_pitch: [%g, %g] is not a positive pitch [y, x]",
+                       r->path, line, r->s->nominal_pitch[0], r->s->nominal_pitch[1]);
+    r->s->has_nominal_pitch = true;
+    return TS_OK;
+}
+
 static ts_status read_root(reader *r, bool *has_translation) {
     ts_status st;
     if ((st = next(r))) return st;
@@ -569,6 +582,7 @@ static ts_status read_root(reader *r, bool *has_translation) {
         else if (!strcmp(key, "tile_shape")) st = read_tile_shape(r);
         else if (!strcmp(key, "orientation")) st = read_orientation(r);
         else if (!strcmp(key, "names_yx")) st = read_bool(r, "names_yx", &r->s->names_yx);
+        else if (!strcmp(key, "nominal_pitch")) st = read_nominal_pitch(r);
         else st = skip_node(r);
         if (st) return st;
     }

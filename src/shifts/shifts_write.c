@@ -202,6 +202,13 @@ static void write_layout(out_buf *b, const ts_shifts *s) {
         putf(b, "orientation: {flipud: %s, fliplr: %s, rot90: %d}\n", s->orientation.flipud ? "true" : "false",
              s->orientation.fliplr ? "true" : "false", s->orientation.rot90);
     putf(b, "names_yx: %s\n", s->names_yx ? "true" : "false");
+    if (s->has_nominal_pitch) {
+        puts_(b, "nominal_pitch: [");
+        put_double(b, s->nominal_pitch[0]);
+        puts_(b, ", ");
+        put_double(b, s->nominal_pitch[1]);
+        puts_(b, "]\n");
+    }
 }
 
 static void write_tiles(out_buf *b, const ts_shifts *s) {

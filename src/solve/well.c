@@ -250,7 +250,10 @@ ts_status ts_solve_file_ex(const char *pairs_yaml, const char *output, const ts_
         s->tile_shape[1] = tile_w;
     }
     ts_solve_summary sum;
-    if ((st = ts_solve_wells(s, 0, 0, NULL, opt, threads, &sum, err))) {
+    /* estimate's pitch when the file records it (then disconnected groups
+     * land where estimate put them); else the median pair per axis. */
+    double py = s->has_nominal_pitch ? s->nominal_pitch[0] : 0, px = s->has_nominal_pitch ? s->nominal_pitch[1] : 0;
+    if ((st = ts_solve_wells(s, py, px, NULL, opt, threads, &sum, err))) {
         ts_fail_context(err, st, "%s", pairs_yaml);
         ts_shifts_free(s);
         return st;

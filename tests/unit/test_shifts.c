@@ -474,8 +474,37 @@ static void test_tiles_lists(void **state) {
                  TS_ERR_FORMAT, "tiles A/1: position '000000' is listed twice", NULL);
 }
 
+/* nominal_pitch (what estimate solved with, for tessera solve): written
+ * when set, read back exactly, absent from files without it, a pitch of 0
+ * or less refused at its line. */
+static void test_nominal_pitch(void **state) {
+    (void)state;
+    char path[512];
+    tmp_path(path, sizeof path, "pitch.yaml");
+    ts_shifts *s = make_sample(), *back = NULL;
+    ts_error err;
+    assert_false(s->has_nominal_pitch);
+    s->has_nominal_pitch = true;
+    s->nominal_pitch[0] = 1843.5;
+    s->nominal_pitch[1] = 922;
+    assert_int_equal(ts_shifts_write(path, s, &err), TS_OK);
+    if (ts_shifts_read(path, &back, &err) != TS_OK) fail_msg("%s", err.message);
+    assert_true(back->has_nominal_pitch);
+    assert_true(back->nominal_pitch[0] == 1843.5 && back->nominal_pitch[1] == 922.0);
+    ts_shifts_free(back);
+    s->has_nominal_pitch = false;
+    assert_int_equal(ts_shifts_write(path, s, &err), TS_OK);
+    if (ts_shifts_read(path, &back, &err) != TS_OK) fail_msg("%s", err.message);
+    assert_false(back->has_nominal_pitch);
+    ts_shifts_free(back);
+    ts_shifts_free(s);
+    expect_error("pitch_zero.yaml", "total_translation: {}\nnominal_pitch: [0, 100]\n", TS_ERR_FORMAT,
+                 "nominal_pitch: [0, 100] is not a positive pitch", ":2:");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nominal_pitch),
         cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_old_tool_file),
         cmocka_unit_test(test_sorted_keys),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_write_rejects_nan), cmocka_unit_test(test_many_tiles_index),
