@@ -81,7 +81,9 @@ static ts_yaml_guard_result add_key(yaml_guard_frame *f, const char *key, size_t
             return TS_YAML_GUARD_OK;
         }
     }
-    if (f->arena_len + len > f->arena_cap) {
+    /* Allocated at the first key even when it is empty (''): memcpy to
+     * NULL + 0 is undefined (UBSan). */
+    if (!f->arena || f->arena_len + len > f->arena_cap) {
         size_t cap = f->arena_cap ? f->arena_cap : 4096;
         while (cap < f->arena_len + len) cap *= 2;
         char *na = realloc(f->arena, cap);
