@@ -36,7 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                        : tz_meta_parse_v2("fuzz", doc, &meta, &err);
     json_decref(doc);
     free(attrs);
-    if (st != TS_OK) return 0;
+    if (st != TS_OK) {
+        fz_no_nomem(err);
+        return 0;
+    }
     const tz_codec_chain *chain = meta.sharded ? &meta.sharding.codecs : &meta.codecs;
     const int64_t *shape = meta.sharded ? meta.sharding.inner_chunk : meta.chunk;
     size_t expect = ts_dtype_size(meta.dtype);
@@ -61,9 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fz_check(memcmp(out, again, expect) == 0, "decode(encode(chunk)) differs from the chunk");
             free(again);
             free(enc);
+        } else {
+            fz_no_nomem(err);
         }
     } else if (st != TS_OK) {
-        fz_check(err.message[0] != '\0', "an error without a message");
+        fz_check_error(err, "decode");
     }
     free(out);
     return 0;

@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tessera/tessera.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Decoded sizes the targets hand the library (a chunk, a shard, a TIFF
@@ -38,6 +40,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
             fputc('\n', stderr);                                              \
             abort();                                                          \
         }                                                                     \
+    } while (0)
+
+/* The targets only hand the library small inputs and buffers of at most
+ * FZ_MAX_DECODED: running out of memory then means the library sized an
+ * allocation from what a file claims (a decompression bomb). The replay
+ * driver caps the address space so such a request fails (libFuzzer's malloc
+ * limit catches it first under the fuzzer). */
+#define fz_no_nomem(err) \
+    fz_check((err).code != TS_ERR_NOMEM, "out of memory on a small input: %s", (err).message)
+
+/* A refusal must say why, and must not be an out-of-memory. */
+#define fz_check_error(err, what)                                                         \
+    do {                                                                                  \
+        fz_check((err).message[0] != '\0', "%s: an error without a message", what);       \
+        fz_no_nomem(err);                                                                 \
     } while (0)
 
 static char fz_dir_path[1024];

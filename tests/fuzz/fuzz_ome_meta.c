@@ -66,7 +66,7 @@ static void read_plate(const char *root) {
     ts_plate *plate = NULL;
     ts_error err = {0};
     if (ts_plate_open(root, &plate, &err) != TS_OK) {
-        fz_check(err.message[0] != '\0', "plate: an error without a message");
+        fz_check_error(err, "plate");
         return;
     }
     for (int w = 0; w < plate->nwells && w < 4; w++) {
@@ -75,7 +75,7 @@ static void read_plate(const char *root) {
             ts_image_meta im;
             tz_array *arr = NULL;
             if (ts_plate_open_array(plate, w, p, 0, &im, &arr, &err) != TS_OK) {
-                fz_check(err.message[0] != '\0', "open array: an error without a message");
+                fz_check_error(err, "open array");
                 continue;
             }
             const tz_array_meta *am = tz_array_get_meta(arr);
@@ -94,6 +94,7 @@ static void read_plate(const char *root) {
         fz_check(ts_plate_filter_wells(plate, list, &err) == TS_OK, "filter by its own wells: %s", err.message);
         ts_plate_filter_wells(plate, "Z/99", &err);
     }
+    fz_no_nomem(err);
     ts_plate_close(plate);
 }
 
@@ -152,9 +153,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (ts_image_open_array(image_dir, &im, l, &arr, &err) == TS_OK) tz_array_close(arr);
             }
         }
+        fz_no_nomem(err);
     }
     char *json = NULL;
     ts_error err = {0};
     if (ts_info_json(root, &json, &err) == TS_OK) free(json);
+    fz_no_nomem(err);
     return 0;
 }

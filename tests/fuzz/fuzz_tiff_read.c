@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ti_tiff_info info;
     ts_error err = {0};
     if (ti_tiff_open(path, 8, &t, &info, &err) != TS_OK) {
-        fz_check(err.message[0] != '\0', "open: an error without a message");
+        fz_check_error(err, "open");
         return 0;
     }
     fz_check(info.height > 0 && info.width > 0 && info.pages >= 1 && info.pages <= 8, "info %lldx%lld, %d pages",
@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fz_check(buf != NULL, "malloc %zu", plane);
             for (int p = 0; p < info.pages; p++)
                 if (ti_tiff_read_page(t, p, buf, &err) != TS_OK)
-                    fz_check(err.message[0] != '\0', "read: an error without a message");
+                    fz_check_error(err, "read");
             free(buf);
         }
     }

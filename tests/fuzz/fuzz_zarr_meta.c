@@ -39,7 +39,10 @@ static void check_same(const tz_array_meta *a, const tz_array_meta *b) {
 static void round_trip(const tz_array_meta *meta) {
     ts_error err = {0};
     json_t *doc = NULL;
-    if (tz_meta_to_json("fuzz", meta, &doc, &err) != TS_OK) return;
+    if (tz_meta_to_json("fuzz", meta, &doc, &err) != TS_OK) {
+        fz_no_nomem(err);
+        return;
+    }
     tz_array_meta again;
     char *attrs = NULL;
     ts_status st = meta->zarr_format == 3 ? tz_meta_parse_v3("fuzz", doc, &again, &attrs, &err)
@@ -77,7 +80,7 @@ static void open_as(const char *name, const uint8_t *data, size_t size, const ch
         fz_check(tz_array_attributes(arr) != NULL, "no attributes text");
         tz_array_close(arr);
     } else {
-        fz_check(err.message[0] != '\0', "an error without a message");
+        fz_check_error(err, "open");
     }
 }
 
@@ -93,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_key(&meta);
             round_trip(&meta);
         } else {
-            fz_check(err.message[0] != '\0', "v3: an error without a message");
+            fz_check_error(err, "v3");
         }
         free(attrs);
         err.message[0] = '\0';
@@ -101,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_key(&meta);
             round_trip(&meta);
         } else {
-            fz_check(err.message[0] != '\0', "v2: an error without a message");
+            fz_check_error(err, "v2");
         }
         json_decref(doc);
     }

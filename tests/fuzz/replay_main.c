@@ -11,9 +11,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#if defined(__SANITIZE_ADDRESS__)
+#define REPLAY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REPLAY_ASAN 1
+#endif
+#endif
+
+/* Address space for the replay, as libFuzzer's -rss_limit_mb/malloc limit
+ * is for the fuzzer: an allocation sized from what a small file claims
+ * (over 2 GiB) then fails, and the target's out-of-memory check reports it,
+ * instead of succeeding on a machine that overcommits. Not under ASan,
+ * which reserves terabytes of shadow memory (and reports such requests). */
+#define REPLAY_MAX_AS ((rlim_t)2 << 30)
+
+static void limit_memory(void) {
+#ifndef REPLAY_ASAN
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > REPLAY_MAX_AS)) {
+        rl.rlim_cur = REPLAY_MAX_AS;
+        setrlimit(RLIMIT_AS, &rl);
+    }
+#endif
+}
 
 static int replay_file(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -49,6 +75,7 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
 }
 
 int main(int argc, char **argv) {
+    limit_memory();
     long total = 0;
     for (int i = 1; i < argc; i++) {
         struct stat sb;

@@ -48,7 +48,12 @@ for t in "${targets[@]}"; do
     continue
   fi
   corpus="$work/$t/corpus"
-  mkdir -p "$corpus" "$work/$t/tmp" "$arts/$t"
+  rm -rf "$arts/$t"
+  mkdir -p "$corpus" "$arts/$t"
+  # The targets write each input to files: on tmpfs that is ~70x faster
+  # (zarr_meta: 10,000 exec/s instead of 150 on a disk-backed /tmp).
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then scratch=$(mktemp -d /dev/shm/tessera-fuzz-XXXXXX)
+  else scratch="$work/$t/tmp"; mkdir -p "$scratch"; fi
   for d in "$here/corpus/$t" "$here/regressions/$t"; do
     [ -d "$d" ] && find "$d" -maxdepth 1 -type f ! -name '.*' -exec cp {} "$corpus/" \;
   done
@@ -60,13 +65,14 @@ for t in "${targets[@]}"; do
   log="$work/$t/fuzz.log"
   echo "== fuzz_$t: ${secs} s"
   start=$(date +%s)
-  TMPDIR="$work/$t/tmp" "$exe" "$corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+  TMPDIR="$scratch" "$exe" "$corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$arts/$t/" "${dict[@]}" >"$log" 2>&1
   rc=$?
   took=$(($(date +%s) - start))
+  rm -rf "$scratch"
   last=$(grep -E '^#[0-9]+' "$log" | tail -1)
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(echo "$last" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
   summary+=("$(printf '%-12s %5ss %10s runs %7s exec/s  cov %s' "$t" "$took" "${runs:-?}" "${eps:-?}" "${cov:-?}")")
   if [ $rc -ne 0 ]; then
