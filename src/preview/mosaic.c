@@ -21,7 +21,7 @@ typedef struct mosaic_job {
     const int *plate_pos;   /* shifts tile -> plate position, -1 if absent */
     ts_orientation orient;
     int nc;
-    int64_t f;
+    double sc;              /* canvas px -> picture px */
     int ch, cw;
     double *sum;            /* nc planes of ch*cw */
     int64_t *cnt;           /* ch*cw */
@@ -56,8 +56,8 @@ static ts_status add_tile(void *user, int64_t t, int worker, ts_error *err) {
     ts_orient_shape(&J->orient, H, W, &oh, &ow);
     size_t es = ts_dtype_size(m->dtype), n = (size_t)H * (size_t)W;
     int64_t oy = J->ws->origin[t][0], ox = J->ws->origin[t][1];
-    int r0 = (int)(oy / J->f), c0 = (int)(ox / J->f);
-    int r1 = (int)((oy + oh - 1) / J->f), c1 = (int)((ox + ow - 1) / J->f);
+    int r0 = pv_bin(oy, J->sc, J->ch), c0 = pv_bin(ox, J->sc, J->cw);
+    int r1 = pv_bin(oy + oh - 1, J->sc, J->ch), c1 = pv_bin(ox + ow - 1, J->sc, J->cw);
     int lh = r1 - r0 + 1, lw = c1 - c0 + 1;
     void *raw = malloc(n * es), *oriented = malloc(n * es);
     double *lsum = calloc((size_t)J->nc * (size_t)lh * (size_t)lw, sizeof *lsum);
@@ -83,9 +83,9 @@ static ts_status add_tile(void *user, int64_t t, int worker, ts_error *err) {
         ts_orient_plane(&J->orient, raw, H, W, es, oriented);
         double *ls = lsum + (size_t)c * (size_t)lh * (size_t)lw;
         for (int64_t y = 0; y < oh; y++) {
-            int lr = (int)((oy + y) / J->f) - r0;
+            int lr = pv_bin(oy + y, J->sc, J->ch) - r0;
             for (int64_t x = 0; x < ow; x++) {
-                int lc = (int)((ox + x) / J->f) - c0;
+                int lc = pv_bin(ox + x, J->sc, J->cw) - c0;
                 ls[lr * lw + lc] += pv_value_at(oriented, m->dtype, (size_t)(y * ow + x));
                 if (c == 0) lcnt[lr * lw + lc]++;
             }
@@ -168,10 +168,7 @@ ts_status pv_mosaic(const ts_plate *plate, int w, const ts_shifts *sh, int sw, i
     J.nc = meta.axis_index[1] >= 0 ? (int)tz_array_get_meta(a0)->shape[meta.axis_index[1]] : 1;
     tz_array_close(a0);
     if (J.nc > TS_MAX_CHANNELS) J.nc = TS_MAX_CHANNELS;
-    int64_t longest = H > W ? H : W;
-    J.f = (longest + max_size - 1) / max_size;
-    if (J.f < 1) J.f = 1;
-    J.ch = (int)((H + J.f - 1) / J.f), J.cw = (int)((W + J.f - 1) / J.f);
+    J.sc = pv_picture_size(H, W, max_size, &J.ch, &J.cw);
     size_t n = (size_t)J.ch * (size_t)J.cw;
     J.sum = calloc(n * (size_t)J.nc, sizeof *J.sum);
     J.cnt = calloc(n, sizeof *J.cnt);
@@ -206,7 +203,7 @@ ts_status pv_mosaic(const ts_plate *plate, int w, const ts_shifts *sh, int sw, i
         pv_add_channel(cv, plane, valid, 0.5, 99.5, col);
     }
     free(plane), free(valid);
-    *scale = 1.0 / (double)J.f;
+    *scale = J.sc;
 done:
     free(J.sum), free(J.cnt);
     free(plate_pos), free(refs);

@@ -5,8 +5,9 @@
  * streamed in bands of whole chunk rows and mean-downsampled to at most
  * max_size, so memory follows the picture, not the mosaic. Channels are
  * contrast-stretched by percentiles of covered (non-zero) pixels and tinted
- * with their omero colours. With a shifts file, tile outlines and
- * neighbour links are drawn coloured by registration confidence; for an
+ * with their omero colours. With a shifts file, tile outlines and the seam
+ * of every measured pair are drawn, seams coloured by residual (outliers and
+ * unmatched pairs apart, with a legend); for an
  * input plate (many images per well) the shifts file also places the tiles
  * (mosaic.c). */
 #include "tessera/tessera.h"
@@ -69,9 +70,10 @@ static ts_status pick_level(const char *image, const ts_image_meta *meta, int ma
     return TS_OK;
 }
 
-/* Mean-downsamples channel c (t = 0, middle z) of arr by f into out
- * (oh x ow); valid[i] = 1 where any source pixel is non-zero. */
-static ts_status downsample(const char *image, const tz_array *arr, const ts_image_meta *meta, int c, int64_t f,
+/* Mean-downsamples channel c (t = 0, middle z) of arr at scale sc into out
+ * (oh x ow, pixel p of the array falling into pv_bin(p, sc, n));
+ * valid[i] = 1 where any source pixel is non-zero. */
+static ts_status downsample(const char *image, const tz_array *arr, const ts_image_meta *meta, int c, double sc,
                             int oh, int ow, float *out, unsigned char *valid, ts_error *err) {
     const tz_array_meta *m = tz_array_get_meta(arr);
     int ya = meta->axis_index[3], xa = meta->axis_index[4];
@@ -80,53 +82,60 @@ static ts_status downsample(const char *image, const tz_array *arr, const ts_ima
     for (int d = 0; d < m->ndim; d++) count[d] = 1;
     if (meta->axis_index[1] >= 0) start[meta->axis_index[1]] = c;
     if (meta->axis_index[2] >= 0) start[meta->axis_index[2]] = m->shape[meta->axis_index[2]] / 2;
-    /* bands: whole output rows, at least one chunk row high (an inner
-     * chunk of a shard: reads fetch inner chunks alone, and a shard row of
-     * a fused mosaic can be 32,768 rows x the whole width) */
+    /* bands: at least one chunk row high (an inner chunk of a shard: reads
+     * fetch inner chunks alone, and a shard row of a fused mosaic can be
+     * 32,768 rows x the whole width) */
     const int64_t chunk_h = m->sharded ? m->sharding.inner_chunk[ya] : m->chunk[ya];
-    int64_t band = f;
-    while (band < chunk_h && band < H) band += f;
+    int64_t band = chunk_h < H ? chunk_h : H;
+    if (band < 1) band = 1;
     size_t es = ts_dtype_size(m->dtype), bytes;
     /* The shape comes from the store: a product that wraps would be a small
      * buffer read into as if it were large. */
-    if (__builtin_mul_overflow((size_t)band, (size_t)W, &bytes) || __builtin_mul_overflow(bytes, es, &bytes))
+    if (__builtin_mul_overflow((size_t)band, (size_t)W, &bytes) || __builtin_mul_overflow(bytes, es, &bytes) ||
+        W > ((int64_t)1 << 31) || bytes > ((size_t)1 << 33))
         return ts_fail(err, TS_ERR_FORMAT, "%s: a %lld x %lld plane is too large to preview", image, (long long)H,
                        (long long)W);
     void *buf = malloc(bytes);
     double *sum = calloc((size_t)ow, sizeof *sum);
     int64_t *cnt = calloc((size_t)ow, sizeof *cnt);
-    if (!buf || !sum || !cnt) {
-        free(buf), free(sum), free(cnt);
+    int *col = malloc((size_t)(W > 0 ? W : 1) * sizeof *col);
+    if (!buf || !sum || !cnt || !col) {
+        free(buf), free(sum), free(cnt), free(col);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %lld-row preview band",
                        (long long)band);
     }
+    for (int64_t x = 0; x < W; x++) col[x] = pv_bin(x, sc, ow);
+    /* Source rows go to picture rows in order: one row of sums at a time. */
+    int cur = 0;
     ts_status st = TS_OK;
     for (int64_t y0 = 0; y0 < H && st == TS_OK; y0 += band) {
         int64_t bh = y0 + band <= H ? band : H - y0;
         start[ya] = y0, count[ya] = bh;
         start[xa] = 0, count[xa] = W;
         if ((st = tz_array_read(arr, start, count, buf, err)) != TS_OK) break;
-        for (int64_t r0 = 0; r0 < bh; r0 += f) {
-            int orow = (int)((y0 + r0) / f);
-            if (orow >= oh) break;
-            memset(sum, 0, (size_t)ow * sizeof *sum);
-            memset(cnt, 0, (size_t)ow * sizeof *cnt);
+        for (int64_t r = 0; r < bh; r++) {
+            int orow = pv_bin(y0 + r, sc, oh);
+            if (orow != cur) {
+                for (int x = 0; x < ow; x++)
+                    out[(size_t)cur * (size_t)ow + (size_t)x] = cnt[x] ? (float)(sum[x] / (double)cnt[x]) : 0;
+                memset(sum, 0, (size_t)ow * sizeof *sum);
+                memset(cnt, 0, (size_t)ow * sizeof *cnt);
+                cur = orow;
+            }
             unsigned char *vrow = &valid[(size_t)orow * (size_t)ow];
-            for (int64_t r = r0; r < r0 + f && r < bh; r++)
-                for (int64_t x = 0; x < W; x++) {
-                    size_t k = (size_t)(r * W + x);
-                    double v = pv_value_at(buf, m->dtype, k);
-                    if (!isfinite(v)) continue;
-                    int ox = (int)(x / f);
-                    sum[ox] += v;
-                    cnt[ox]++;
-                    if (v != 0) vrow[ox] = 1;
-                }
-            for (int x = 0; x < ow; x++)
-                out[(size_t)orow * (size_t)ow + (size_t)x] = cnt[x] ? (float)(sum[x] / (double)cnt[x]) : 0;
+            for (int64_t x = 0; x < W; x++) {
+                double v = pv_value_at(buf, m->dtype, (size_t)(r * W + x));
+                if (!isfinite(v)) continue;
+                sum[col[x]] += v;
+                cnt[col[x]]++;
+                if (v != 0) vrow[col[x]] = 1;
+            }
         }
     }
-    free(buf), free(sum), free(cnt);
+    if (st == TS_OK)
+        for (int x = 0; x < ow; x++)
+            out[(size_t)cur * (size_t)ow + (size_t)x] = cnt[x] ? (float)(sum[x] / (double)cnt[x]) : 0;
+    free(buf), free(sum), free(cnt), free(col);
     return st;
 }
 
@@ -135,20 +144,61 @@ static bool dtype_supported(ts_dtype d) {
            d == TS_FLOAT32 || d == TS_FLOAT64;
 }
 
-/* Tile outlines and links between registered neighbours, at scale s
- * (level-0 px -> picture px). */
+/* Seam colours: by residual (the pair's measured offset against the
+ * solved positions), green at 0 px, yellow at 1, red from 2; an outlier of
+ * the solve magenta; a pair with no trustworthy match (confidence < 0.1,
+ * hardly a constraint) blue. */
+static const float OUTLIER_COLOR[3] = {1, 0, 1}, NO_MATCH_COLOR[3] = {0.25f, 0.5f, 1};
+static const float OUTLINE_COLOR[3] = {0.4f, 0.4f, 0.55f}; /* not grey: apart from the picture */
+
+static void residual_color(double r, float out[3]) {
+    double c = 1 - (r > 2 ? 2 : r < 0 ? 0 : r) / 2;
+    pv_confidence_color(c, out);
+}
+
+static void legend(pv_canvas *cv) {
+    const int k = cv->w >= 900 ? 2 : 1;  /* font scale */
+    const long bar = 40L * k, gap = 6L * k, line = 9L * k;
+    const char *const items[] = {"0 1 2+ PX RESIDUAL", "OUTLIER", "NO MATCH"};
+    long width = pv_text_width(items[0], k) + bar + 3 * gap;
+    long height = 3 * line + 2 * gap;
+    if (cv->w < width + 8 || cv->h < height + 8) return; /* too small a picture for it */
+    const long y0 = cv->h - height - 4, x0 = 4;
+    const float black[3] = {0, 0, 0}, white[3] = {1, 1, 1};
+    pv_fill(cv, y0, x0, y0 + height, x0 + width, black);
+    long y = y0 + gap;
+    for (long i = 0; i < bar; i++) {
+        float col[3];
+        residual_color(2.0 * (double)i / (double)(bar - 1), col);
+        pv_fill(cv, y, x0 + gap + i, y + 7 * k - 1, x0 + gap + i, col);
+    }
+    pv_text(cv, y, x0 + 2 * gap + bar, items[0], k, white);
+    y += line;
+    pv_fill(cv, y, x0 + gap, y + 7 * k - 1, x0 + gap + bar - 1, OUTLIER_COLOR);
+    pv_text(cv, y, x0 + 2 * gap + bar, items[1], k, white);
+    y += line;
+    pv_fill(cv, y, x0 + gap, y + 7 * k - 1, x0 + gap + bar - 1, NO_MATCH_COLOR);
+    pv_text(cv, y, x0 + 2 * gap + bar, items[2], k, white);
+}
+
+/* Where a tile is: its solved float position when the file has them,
+ * else its integer origin. */
+static void tile_at(const ts_well_shifts *w, int t, double *y, double *x) {
+    if (w->position) *y = w->position[t][0], *x = w->position[t][1];
+    else *y = (double)w->origin[t][0], *x = (double)w->origin[t][1];
+}
+
+/* Tile outlines (grey) and, for each measured pair, its seam: a line
+ * through the middle of the two tiles' overlap, across it, coloured by
+ * the pair's residual, at scale s (level-0 px -> picture px), with a
+ * legend. Files with confidence entries only (the old tool's) colour the
+ * outlines by the best confidence of each tile instead. */
 static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s) {
     const ts_well_shifts *w = &sh->wells[wi];
     int th = sh->has_tile_shape ? sh->tile_shape[0] : 0, tw = sh->has_tile_shape ? sh->tile_shape[1] : 0;
     double *best = malloc((size_t)(w->ntiles ? w->ntiles : 1) * sizeof *best);
     if (!best) return;
     for (int t = 0; t < w->ntiles; t++) best[t] = -1;
-    for (int p = 0; p < w->npairs; p++) {
-        const ts_shift_pair *pr = &w->pairs[p];
-        if (pr->a < 0 || pr->b < 0 || pr->a >= w->ntiles || pr->b >= w->ntiles) continue;
-        if (pr->confidence > best[pr->a]) best[pr->a] = pr->confidence;
-        if (pr->confidence > best[pr->b]) best[pr->b] = pr->confidence;
-    }
     /* old-tool files: confidence entries by grid coordinates */
     for (int e = 0; e < w->nedges; e++) {
         const ts_shift_edge *ed = &w->edges[e];
@@ -163,20 +213,39 @@ static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s) {
     if (th > 0 && tw > 0)
         for (int t = 0; t < w->ntiles; t++) {
             if (!w->has_origin[t]) continue;
-            pv_confidence_color(best[t] < 0 ? 0 : best[t], col);
+            if (w->nedges > 0) pv_confidence_color(best[t] < 0 ? 0 : best[t], col);
             double y0 = (double)w->origin[t][0] * s, x0 = (double)w->origin[t][1] * s;
-            pv_rect(cv, y0, x0, y0 + (th - 1) * s, x0 + (tw - 1) * s, col);
+            pv_rect(cv, y0, x0, y0 + (th - 1) * s, x0 + (tw - 1) * s, w->nedges > 0 ? col : OUTLINE_COLOR);
         }
+    free(best);
+    if (th <= 0 || tw <= 0 || w->npairs == 0) return;
     for (int p = 0; p < w->npairs; p++) {
         const ts_shift_pair *pr = &w->pairs[p];
         if (pr->a < 0 || pr->b < 0 || pr->a >= w->ntiles || pr->b >= w->ntiles) continue;
         if (!w->has_origin[pr->a] || !w->has_origin[pr->b]) continue;
-        pv_confidence_color(pr->confidence, col);
-        double cy = th / 2.0, cx = tw / 2.0;
-        pv_line(cv, (w->origin[pr->a][0] + cy) * s, (w->origin[pr->a][1] + cx) * s,
-                (w->origin[pr->b][0] + cy) * s, (w->origin[pr->b][1] + cx) * s, col);
+        double ya, xa, yb, xb;
+        tile_at(w, pr->a, &ya, &xa);
+        tile_at(w, pr->b, &yb, &xb);
+        double r = isfinite(pr->ry) && isfinite(pr->rx) ? hypot(pr->ry, pr->rx)
+                                                        : hypot((yb - ya) - pr->dy, (xb - xa) - pr->dx);
+        if (pr->confidence < 0.1) memcpy(col, NO_MATCH_COLOR, sizeof col);
+        else if (pr->outlier) memcpy(col, OUTLIER_COLOR, sizeof col);
+        else residual_color(r, col);
+        /* The overlap of the two tiles (or, if they do not overlap, the gap
+         * between their facing edges). */
+        double oy0 = fmax(ya, yb), oy1 = fmin(ya, yb) + th, ox0 = fmax(xa, xb), ox1 = fmin(xa, xb) + tw;
+        bool across_x = fabs(pr->dx) >= fabs(pr->dy); /* a left/right pair: the seam runs along y */
+        for (int d = -1; d <= 1; d++) {
+            if (across_x) {
+                double x = (ox0 + ox1) / 2 * s + d;
+                pv_line(cv, oy0 * s, x, (oy1 - 1) * s, x, col);
+            } else {
+                double y = (oy0 + oy1) / 2 * s + d;
+                pv_line(cv, y, ox0 * s, y, (ox1 - 1) * s, col);
+            }
+        }
     }
-    free(best);
+    legend(cv);
 }
 
 ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
@@ -249,12 +318,9 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
                      ts_dtype_name(m->dtype));
         goto done;
     }
-    int64_t longest = lp.h > lp.w ? lp.h : lp.w;
-    /* ceil(a / b) without a + b - 1, which overflows for shapes near 2^63 */
-    int64_t f = longest / opt->max_size + (longest % opt->max_size != 0);
-    if (f < 1) f = 1;
-    cv.h = (int)(lp.h / f + (lp.h % f != 0));
-    cv.w = (int)(lp.w / f + (lp.w % f != 0));
+    /* The longest side comes out at max_size exactly (a larger mosaic is
+     * binned by a fractional factor, never enlarged). */
+    const double sc = pv_picture_size(lp.h, lp.w, opt->max_size, &cv.h, &cv.w);
     size_t n = (size_t)cv.h * (size_t)cv.w;
     cv.rgb = calloc(n * 3, sizeof *cv.rgb);
     plane = malloc(n * sizeof *plane);
@@ -267,13 +333,13 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
     if (nc > TS_MAX_CHANNELS) nc = TS_MAX_CHANNELS;
     for (int c = 0; c < nc; c++) {
         memset(valid, 0, n);
-        if ((st = downsample(image, arr, &meta, c, f, cv.h, cv.w, plane, valid, err)) != TS_OK) goto done;
+        if ((st = downsample(image, arr, &meta, c, sc, cv.h, cv.w, plane, valid, err)) != TS_OK) goto done;
         float col[3] = {1, 1, 1};
         if (nc > 1 && !(c < meta.nchannels && pv_parse_color(meta.channel_colors[c], col)))
             pv_parse_color(PALETTE[c % 6], col);
         pv_add_channel(&cv, plane, valid, 0.5, 99.5, col);
     }
-    if (sh) draw_shifts(&cv, sh, sw, lp.to_level / (double)f);
+    if (sh) draw_shifts(&cv, sh, sw, lp.to_level * sc);
     st = pv_write_png(&cv, opt->output, err);
 done:
     free(cv.rgb);

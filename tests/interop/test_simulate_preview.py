@@ -29,6 +29,24 @@ def claim_huge_plane(zarray):
         json.dump(zmeta, f)
 
 
+def picture(H, W, max_size):
+    """tessera's picture size: the longest side max_size (never enlarged)."""
+    longest = max(H, W)
+    sc = max_size / longest if longest > max_size else 1.0
+    return sc, min(max(1, int(np.floor(H * sc + 0.5))), max_size), min(max(1, int(np.floor(W * sc + 0.5))), max_size)
+
+
+def bin_mean(a, sc, oh, ow):
+    """Mean of the pixels of a falling into each picture pixel."""
+    rows = np.minimum((np.arange(a.shape[0]) * sc).astype(np.int64), oh - 1)
+    cols = np.minimum((np.arange(a.shape[1]) * sc).astype(np.int64), ow - 1)
+    acc = np.zeros((oh, ow))
+    cnt = np.zeros((oh, ow))
+    np.add.at(acc, (rows[:, None], cols[None, :]), a)
+    np.add.at(cnt, (rows[:, None], cols[None, :]), 1)
+    return acc / np.maximum(cnt, 1)
+
+
 def main():
     if os.path.exists(TMP):
         shutil.rmtree(TMP)
@@ -49,39 +67,80 @@ def main():
     check([l["chunk_shape"] for l in levels] == [list(a.chunks) for a in lv], "fused info chunks")
     check(info["image"]["tile_shape"] == list(lv[0].shape[-2:]), "fused info tile_shape")
     sides = [max(a.shape[-2:]) for a in lv]
-    for max_size in (100, sides[1], 1000):
+    for max_size in (100, 217, sides[1], 1000):
         png = os.path.join(TMP, f"p{max_size}.png")
         run("preview", out, "-o", png, "--max-size", str(max_size))
         im = np.asarray(Image.open(png).convert("RGB")).astype(float)
         # the level: smallest whose longest side reaches max_size, else 0
         cands = [k for k, s in enumerate(sides) if s >= max_size]
         k = min(cands, key=lambda j: sides[j]) if cands else 0
-        f = -(-sides[k] // max_size)
         ref = lv[k][0, 0, 0].astype(float)
         H, W = ref.shape
-        oh, ow = -(-H // f), -(-W // f)
-        check(im.shape[:2] == (oh, ow), f"max {max_size}: PNG {im.shape[:2]} != expected {(oh, ow)} (level {k}, f {f})")
-        check(max(im.shape[:2]) <= max_size, f"max {max_size}: PNG larger than asked")
+        # --max-size N gives N: the longest side is binned to N px exactly
+        # (pixel p into bin floor(p * N / longest)), never enlarged
+        sc, oh, ow = picture(H, W, max_size)
+        check(im.shape[:2] == (oh, ow), f"max {max_size}: PNG {im.shape[:2]} != expected {(oh, ow)} (level {k})")
+        check(max(im.shape[:2]) == min(max_size, max(H, W)), f"max {max_size}: longest side {max(im.shape[:2])}")
         if im.shape[:2] != (oh, ow):
             continue
-        pad = np.zeros((oh * f, ow * f))
-        cnt = np.zeros_like(pad)
-        pad[:H, :W] = ref
-        cnt[:H, :W] = 1
-        ds = pad.reshape(oh, f, ow, f).sum(axis=(1, 3)) / cnt.reshape(oh, f, ow, f).sum(axis=(1, 3))
+        ds = bin_mean(ref, sc, oh, ow)
         grey = im[..., 0]
         check(np.array_equal(im[..., 0], im[..., 1]) and np.array_equal(im[..., 1], im[..., 2]),
               "one channel should give a grey picture")
         r = np.corrcoef(grey.ravel(), ds.ravel())[0, 1]
         check(r > 0.95, f"max {max_size}: picture does not follow the downsampled mosaic (r = {r:.3f})")
         check(grey.max() == 255 and grey.min() == 0, "no contrast stretch to the full range")
-        print(f"max-size {max_size}: level {k}, factor {f}, {ow}x{oh}, r = {r:.4f}")
+        print(f"max-size {max_size}: level {k}, scale {sc:.4f}, {ow}x{oh}, r = {r:.4f}")
 
     png = os.path.join(TMP, "outlines.png")
     run("preview", out, "-o", png, "--shifts", truth, "--max-size", "300")
     im = np.asarray(Image.open(png).convert("RGB")).astype(int)
-    coloured = (np.abs(im[..., 0] - im[..., 1]) > 60) | (np.abs(im[..., 1] - im[..., 2]) > 60)
-    check(coloured.sum() > 100, f"--shifts drew {coloured.sum()} coloured pixels")
+    # a truth file has no pairs: tile outlines only, in a blue-grey apart
+    # from the grey picture
+    outline = (im[..., 2] - im[..., 0] > 20) & (np.abs(im[..., 0] - im[..., 1]) < 4)
+    check(outline.sum() > 100, f"--shifts drew {outline.sum()} outline pixels")
+
+    # Seams (issue 9): estimate's pairs drawn across each overlap, coloured
+    # by residual; one pair made an outlier (magenta) and one unmatched
+    # (confidence 0: blue); the legend in the corner. The seam of a pair
+    # lies midway in the two tiles' overlap.
+    est = os.path.join(TMP, "est.yaml")
+    run("estimate", plate, "-o", est, "--overlap", "24")
+    with open(est) as f:
+        doc = yaml.safe_load(f)
+    pairs = doc["pairs"]["A/1"]
+    tt = doc["total_translation"]
+    th, tw = doc["tile_shape"]
+    horiz = [i for i, p in enumerate(pairs) if abs(p[3]) > abs(p[2])]
+    vert = [i for i, p in enumerate(pairs) if abs(p[3]) <= abs(p[2])]
+    out_i, weak_i = horiz[0], vert[-1]
+    pairs[weak_i][4] = 0.0
+    doc["outliers"] = {"A/1": [out_i]}
+    doc.pop("residuals", None)
+    doc.pop("confidence", None)
+    marked = os.path.join(TMP, "marked.yaml")
+    with open(marked, "w") as f:
+        yaml.safe_dump(doc, f)
+    png = os.path.join(TMP, "seams.png")
+    run("preview", out, "-o", png, "--shifts", marked, "--max-size", "600")
+    im = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    sc, _, _ = picture(*lv[0].shape[-2:], 600)
+
+    def seam_colour(i):
+        a, b = tt[pairs[i][0]], tt[pairs[i][1]]
+        oy0, oy1 = max(a[0], b[0]), min(a[0], b[0]) + th
+        ox0, ox1 = max(a[1], b[1]), min(a[1], b[1]) + tw
+        y, x = ((oy0 + oy1) / 2, (ox0 + ox1) / 2)
+        return im[int(round(y * sc)), int(round(x * sc))]
+
+    magenta, blue = seam_colour(out_i), seam_colour(weak_i)
+    check(magenta[0] > 200 and magenta[2] > 200 and magenta[1] < 60, f"outlier seam is not magenta: {magenta}")
+    check(blue[2] > 200 and blue[0] < 100, f"unmatched seam is not blue: {blue}")
+    good = [seam_colour(i) for i in horiz[1:] + vert[:-1]]
+    greenish = sum(1 for c in good if c[1] > 150 and c[2] < 80)
+    check(greenish >= len(good) // 2, f"seams of good pairs are not green (residual < 1 px): {good[:6]}")
+    corner = im[-40:, :150]
+    check(((corner == 255).all(axis=2)).sum() > 20, "no legend text in the corner")
 
     # an input plate laid out by a shifts file: numpy places the oriented
     # tiles at the truth origins (mean where they overlap) for comparison
@@ -109,11 +168,8 @@ def main():
         a = np.rot90(a, o["rot90"])
         acc[y:y + th, x:x + tw] += a
         cnt[y:y + th, x:x + tw] += 1
-    f = -(-max(H, W) // 64)
-    oh, ow = -(-H // f), -(-W // f)
-    pa, pc = np.zeros((oh * f, ow * f)), np.zeros((oh * f, ow * f))
-    pa[:H, :W], pc[:H, :W] = acc, cnt
-    ds = pa.reshape(oh, f, ow, f).sum(axis=(1, 3)) / np.maximum(pc.reshape(oh, f, ow, f).sum(axis=(1, 3)), 1)
+    sc, oh, ow = picture(H, W, 64)
+    ds = bin_mean(acc, sc, oh, ow) / np.maximum(bin_mean(cnt, sc, oh, ow), 1e-12)
     im = np.asarray(Image.open(png).convert("RGB")).astype(float)
     check(im.shape[:2] == (oh, ow), f"input-plate preview {im.shape[:2]} != {(oh, ow)}")
     if im.shape[:2] == (oh, ow):
