@@ -323,19 +323,33 @@ static long temp_name_pid(const char *name) {
 
 bool ts_is_temp_name(const char *name) { return temp_name_pid(name) > 0; }
 
-/* A zombie (killed, not yet reaped by its parent) still answers kill(pid,
- * 0) but writes nothing more: it counts as dead (/proc/PID/stat state Z or
- * X; where /proc is absent, as alive). */
-static bool zombie(long pid) {
-    char path[64], buf[512];
+bool ts_process_stat(long pid, char *state, unsigned long long *start) {
+    char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     FILE *f = fopen(path, "r");
     if (!f) return false;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
+    /* The command name (field 2) is in parentheses and may hold spaces. */
     const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+    if (!p || p[1] != ' ' || !p[2]) return false;
+    if (state) *state = p[2];
+    p += 2;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (!p) return false;
+    }
+    if (start) *start = strtoull(p + 1, NULL, 10);
+    return true;
+}
+
+/* A zombie (killed, not yet reaped by its parent) still answers kill(pid,
+ * 0) but writes nothing more: it counts as dead (state Z or X; where /proc
+ * is absent, as alive). */
+static bool zombie(long pid) {
+    char state = 0;
+    return ts_process_stat(pid, &state, NULL) && (state == 'Z' || state == 'X');
 }
 
 static bool process_alive(long pid) {

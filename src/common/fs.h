@@ -73,7 +73,13 @@ ts_status ts_sweep_temp_files_of(const char *path, size_t *removed, ts_error *er
  * into tmp (n bytes). Returns the descriptor, or -1 with errno set. */
 int ts_open_temp_file(const char *path, char *tmp, size_t n);
 
-/* Whether process pid is alive on this host (this process included). */
+/* Process pid's state letter (R, S, Z, ...) and start time (clock ticks
+ * after boot) from /proc/PID/stat; false where it cannot be read. Either
+ * out-pointer may be NULL. */
+bool ts_process_stat(long pid, char *state, unsigned long long *start);
+
+/* Whether process pid is alive on this host (this process included; a
+ * zombie is not). */
 bool ts_process_alive(long pid);
 
 /* Puts the complete tree `built` at `path` (a sibling of it, on the same file

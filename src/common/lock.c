@@ -23,22 +23,8 @@ typedef struct holder {
 } holder;
 
 static unsigned long long process_start(long pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name (field 2) is in parentheses and may hold spaces. */
-    char *p = strrchr(buf, ')');
-    if (!p) return 0;
-    p++;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (!p) return 0;
-    }
-    return strtoull(p + 1, NULL, 10);
+    unsigned long long start = 0;
+    return ts_process_stat(pid, NULL, &start) ? start : 0;
 }
 
 static void boot_id(char *out, size_t n) {

@@ -63,16 +63,8 @@ static void my_host(char *h, size_t n) {
 }
 
 static unsigned long long start_of(long pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    unsigned long long start = 0;
+    return ts_process_stat(pid, NULL, &start) ? start : 0;
 }
 
 static void test_lock_taken_and_released(void **state) {
