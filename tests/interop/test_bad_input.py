@@ -11,7 +11,8 @@ truth edited; every case also checks that no output was left behind.
 - repeated keys, deep nesting, absurd / non-finite shifts in the shifts file
 - `tessera info` on a store whose arrays do not open: exit 1, the error in
   the text and in --json
-- data errors are exit 1, not 2 (usage): a tile of 0 rows
+- data errors are exit 1, not 2 (usage): a tile of 0 rows; a registrar
+  that does not fit names the pair of tiles
 - fuse refuses a tile whose weights do not fit --memory before allocating
   them (a claimed 20000^2 tile took 1.6 GB at --memory 256M), naming it
 """
@@ -146,7 +147,8 @@ def shifts_values(plate, truth):
     # absurd and non-finite pair shifts, named by pair and line (estimate
     # writes the pairs; the truth has none)
     est = os.path.join(TMP, "est.yaml")
-    p = run("estimate", plate, "-o", est, "--overlap", "10")
+    # (these tiny tiles leave most pairs unmatched: --accept-poor)
+    p = run("estimate", plate, "-o", est, "--overlap", "10", "--accept-poor")
     check(p.returncode == 0, f"estimate: {p.stderr}")
     for value, needle in (("1e300", "dy 1e+300 px is absurd"), (".nan", "NaN"), ("-.inf", "infinite")):
         s = edit_shifts(est, os.path.join(TMP, "absurd.yaml"),
@@ -165,7 +167,7 @@ def missing_well(plate):
     refused(run("estimate", bad, "-o", e, "--overlap", "10"), "estimate, well missing on disk",
             "well B/2 is listed in plate.wells but has no well group on disk")
     check(not os.path.exists(e), "estimate wrote a shifts file for a plate with a missing well")
-    p = run("estimate", bad, "-o", e, "--overlap", "10", "--wells", "A/1")
+    p = run("estimate", bad, "-o", e, "--overlap", "10", "--wells", "A/1", "--accept-poor")
     check(p.returncode == 0, f"estimate --wells A/1 on a plate missing B/2: {p.stderr}")
     refused(run("fuse", bad, e, "-o", os.path.join(TMP, "h.zarr")), "fuse, well missing on disk",
             "well B/2 is listed in plate.wells but has no well group on disk")
@@ -204,6 +206,18 @@ def data_errors_exit_1(plate):
             "A/1/000000/0: empty tile (0x48 px)")
     refused(run("stitch", bad, "-o", os.path.join(TMP, "r.zarr"), "--overlap", "10"), "stitch, 0-row tiles",
             "empty tile")
+    # tiles claiming 31610880 rows: the registrar of their strips does not
+    # fit 4 GiB of address space; the message names the pair and the plate
+    # (it was "out of memory for a 31610880x20 registrar")
+    tall = os.path.join(TMP, "tall.zarr")
+    shutil.copytree(plate, tall)
+    for w in ("A/1", "B/2"):
+        for pos in os.listdir(os.path.join(tall, w)):
+            if pos.isdigit():
+                set_shape(os.path.join(tall, w, pos, "0"), 3, 31610880)
+    p = run("estimate", tall, "-o", os.path.join(TMP, "t.yaml"), "--overlap", "20", "--threads", "1", limit_mb=4096)
+    refused(p, "estimate, 31610880-row tiles", "registering tiles A/1/000000 and A/1/001000 (31610880x48 px) of plate",
+            "tall.zarr", "registrar")
 
 
 def weights_memory(plate, truth):
