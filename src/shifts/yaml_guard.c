@@ -137,7 +137,7 @@ ts_yaml_guard_result ts_yaml_guard_event(ts_yaml_guard *g, const yaml_event_t *e
             return TS_YAML_GUARD_BAD;
         }
         if (g->depth >= TS_YAML_MAX_DEPTH) {
-            snprintf(msg, n, "nested more than %d levels deep (a shifts file nests 4)", TS_YAML_MAX_DEPTH);
+            snprintf(msg, n, "nested more than %d levels deep (a shifts file nests 5)", TS_YAML_MAX_DEPTH);
             return TS_YAML_GUARD_BAD;
         }
         yaml_guard_frame *f = &g->frames[g->depth++];

@@ -1,7 +1,7 @@
 /* Structure checks on the YAML event stream of a shifts (or guess) file,
  * applied to every event the reader sees, skipped nodes included:
  *
- * - nesting depth: the format nests 4 deep (pairs: WELL: [[a, b, ...]]);
+ * - nesting depth: the format nests 5 deep (confidence: WELL: {id: [[xa, ya], ...]});
  *   deeper files are refused at the first event past TS_YAML_MAX_DEPTH.
  *   libyaml's cost per event grows with the depth (80 KB of '[' took 7 s,
  *   400 KB over a minute), so the cap bounds the time as well.

@@ -381,7 +381,7 @@ static void test_repeated_keys(void **state) {
     ts_shifts_free(s);
 }
 
-/* The format nests 4 deep; a file nested far deeper is refused at the 33rd
+/* The format nests 5 deep; a file nested far deeper is refused at the 33rd
  * level with its line, in bounded time (libyaml is quadratic in the depth:
  * 400 KB of '[' took over a minute). */
 static void test_nesting_depth(void **state) {
