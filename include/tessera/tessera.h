@@ -192,7 +192,7 @@ typedef enum ts_edge_weighting {
 
 typedef struct ts_solve_options {
     ts_solver solver;              /* default L1 */
-    ts_edge_weighting edge_weights; /* default none */
+    ts_edge_weighting edge_weights; /* default linear (docs/solve.md); none = equal */
     double threshold;              /* cut for TS_EDGE_WEIGHTS_THRESHOLD */
     double weight_floor;           /* default 1e-3 */
     int max_iterations;            /* IRLS, default 100 */

@@ -170,6 +170,7 @@ static void test_none_is_unweighted(void **state) {
         ts_solve_options o;
         ts_solve_options_init(&o);
         o.solver = s ? TS_SOLVER_L1 : TS_SOLVER_L2;
+        o.edge_weights = TS_EDGE_WEIGHTS_NONE; /* chosen explicitly: the seed's answer */
         ts_solve_result a, b, c;
         solve_ok(&p, &o, &a);
         solve_ok(&p1, &o, &b);
@@ -502,7 +503,12 @@ static void test_weights_and_parse(void **state) {
     ts_solve_options o;
     ts_solve_options_init(&o);
     assert_int_equal(o.solver, TS_SOLVER_L1);
-    assert_int_equal(o.edge_weights, TS_EDGE_WEIGHTS_NONE);
+    /* The default weighs by confidence (docs/solve.md: the fewest tiles
+     * off on the simulated and real-image plates); `none` is equal weights. */
+    assert_int_equal(o.edge_weights, TS_EDGE_WEIGHTS_LINEAR);
+    assert_true(ts_solve_edge_weight(&o, 0.0) == o.weight_floor);
+    assert_true(ts_solve_edge_weight(&o, NAN) == o.weight_floor);
+    o.edge_weights = TS_EDGE_WEIGHTS_NONE;
     assert_true(ts_solve_edge_weight(&o, 0.2) == 1.0);
     assert_true(ts_solve_edge_weight(&o, NAN) == 1.0);
     double cut = 0;
@@ -521,6 +527,66 @@ static void test_weights_and_parse(void **state) {
     assert_int_equal(ts_edge_weighting_parse("threshold", &o.edge_weights, &cut), -1);
     assert_int_equal(ts_edge_weighting_parse("threshold:x", &o.edge_weights, &cut), -1);
     assert_int_equal(ts_edge_weighting_parse("cubic", &o.edge_weights, &cut), -1);
+}
+
+/* Pairs the registration rated worthless (confidence 0) never move a tile
+ * whose other pairs agree: on a 3x3 grid the centre tile's left and upper
+ * pairs are right (confidence 0.8), its right and lower pairs confidence 0
+ * and 15 px off in x. With the default weights every tile stays within
+ * 0.05 px of the truth, under L1 and L2 (with equal weights, `none`, the
+ * centre is a tie: L1 moved a tile 3.75 px, L2 moves the centre half-way). */
+static void test_confidence_zero_pairs(void **state) {
+    (void)state;
+    enum { N = 9 };
+    int gx[N], gy[N];
+    double truth[N][2];
+    for (int i = 0; i < N; i++) {
+        gx[i] = i % 3, gy[i] = i / 3;
+        truth[i][0] = 100.0 * gy[i] + (i % 2 ? 1.25 : -0.5);
+        truth[i][1] = 120.0 * gx[i] + (i % 3 ? 0.75 : -1.0);
+    }
+    ts_shift_pair pairs[12];
+    int m = 0;
+    for (int i = 0; i < N; i++) {
+        int nb[2] = {gx[i] < 2 ? i + 1 : -1, gy[i] < 2 ? i + 3 : -1};
+        for (int k = 0; k < 2; k++) {
+            if (nb[k] < 0) continue;
+            ts_shift_pair q = {.a = i, .b = nb[k], .confidence = 0.8};
+            q.dy = truth[nb[k]][0] - truth[i][0];
+            q.dx = truth[nb[k]][1] - truth[i][1];
+            if (i == 4) { /* the centre's right and lower pairs */
+                q.confidence = 0.0;
+                q.dx -= 15.0; /* both say the centre is 15 px further right */
+            }
+            pairs[m++] = q;
+        }
+    }
+    assert_int_equal(m, 12);
+    ts_solve_problem p = {.ntiles = N, .gx = gx, .gy = gy, .pitch_y = 100, .pitch_x = 120, .npairs = m,
+                          .pairs = pairs};
+    ts_error err;
+    for (int solver = 0; solver < 2; solver++) {
+        ts_solve_options o;
+        ts_solve_options_init(&o);
+        o.solver = solver ? TS_SOLVER_L2 : TS_SOLVER_L1;
+        ts_solve_result r;
+        assert_int_equal(ts_solve_positions(&p, &o, &r, &err), TS_OK);
+        for (int i = 0; i < N; i++) {
+            double ey = r.position[i][0] - r.position[0][0] - (truth[i][0] - truth[0][0]);
+            double ex = r.position[i][1] - r.position[0][1] - (truth[i][1] - truth[0][1]);
+            if (fabs(ey) > 0.05 || fabs(ex) > 0.05)
+                fail_msg("%s: tile %d is (%.3f, %.3f) px off", solver ? "l2" : "l1", i, ey, ex);
+        }
+        ts_solve_result_free(&r);
+        /* With equal weights (`none`, which test_none_is_unweighted pins to
+         * the seed's answer) L2 splits the tie: the centre moves. */
+        if (solver) {
+            o.edge_weights = TS_EDGE_WEIGHTS_NONE;
+            assert_int_equal(ts_solve_positions(&p, &o, &r, &err), TS_OK);
+            assert_true(fabs(r.position[4][1] - r.position[3][1] - (truth[4][1] - truth[3][1])) > 3.0);
+            ts_solve_result_free(&r);
+        }
+    }
 }
 
 /* ts_solve_file: pairs written by the shifts writer, solved, read back. */
@@ -662,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_isolated_tiles),     cmocka_unit_test(test_outliers_reported),
         cmocka_unit_test(test_pair_direction),     cmocka_unit_test(test_errors),             cmocka_unit_test(test_weights_and_parse),
         cmocka_unit_test(test_solve_file),         cmocka_unit_test(test_wells_parallel),
+        cmocka_unit_test(test_confidence_zero_pairs),
         cmocka_unit_test(test_well_error_without_ts_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
