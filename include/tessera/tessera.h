@@ -390,6 +390,18 @@ typedef struct ts_preview_options {
 void ts_preview_options_init(ts_preview_options *opt);
 ts_status ts_preview(const ts_preview_options *opt, ts_error *err);
 
+/* What a preview drew. */
+typedef struct ts_preview_result {
+    char well[32];
+    int level;              /* the pyramid level read (-1: tiles of an input plate) */
+    int height, width;      /* of the picture, px */
+    int seams;              /* pairs drawn as seams (with --shifts) */
+    int outlier_seams, unmatched_seams;
+} ts_preview_result;
+
+/* ts_preview that also says what it drew (result may be NULL). */
+ts_status ts_preview_run(const ts_preview_options *opt, ts_preview_result *result, ts_error *err);
+
 /* ------------------------------------------------------------------ verify */
 
 /* Reads back every stored piece of a store (docs/verify.md): every array

@@ -35,7 +35,8 @@ void cli_estimate_report(const ts_estimate_result *r, double seconds);
  * option, -1 on a bad value (usage error printed). */
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
 /* Prints the fuse result summary (--json) and the orientation warning. */
-void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds);
+void cli_fuse_warn(const char *cmd, const ts_fuse_result *r);
+struct json_t *cli_fuse_json(const ts_fuse_result *r, double seconds);
 
 /* Flags that estimate, fuse and stitch share with one meaning. */
 typedef struct cli_common {
@@ -81,6 +82,15 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Prints s on stdout as a JSON string literal (quoted, escaped): paths in
  * --json summaries may hold quotes, backslashes or control characters. */
 void cli_json_string(const char *s);
+
+/* The one way a command prints its --json summary: one line on stdout, an
+ * object whose first fields are "command", "input" and "output" (null when
+ * the command has none), then obj's fields in their order. Takes obj. */
+struct json_t;
+void cli_json_emit(const char *command, const char *input, const char *output, struct json_t *obj);
+/* A path, or null when NULL (jansson refuses strings that are not UTF-8:
+ * those as Latin-1). */
+struct json_t *cli_json_path(const char *path);
 
 /* Monotonic clock in seconds, for the timings of --json summaries. */
 double cli_now(void);

@@ -1,4 +1,5 @@
 /* tessera fuse: blend tiles at their positions into an OME-Zarr mosaic. */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,25 +104,27 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
     return 1;
 }
 
-void cli_fuse_report(const char *cmd, const ts_fuse_result *r, bool json, double seconds) {
+void cli_fuse_warn(const char *cmd, const ts_fuse_result *r) {
     if (r->orientation_mismatch)
         fprintf(stderr,
                 "tessera %s: warning: orientation flags (flipud=%d fliplr=%d rot90=%d) differ from "
                 "the shifts file's (flipud=%d fliplr=%d rot90=%d); using the flags given\n",
                 cmd, r->orientation.flipud, r->orientation.fliplr, r->orientation.rot90,
                 r->file_orientation.flipud, r->file_orientation.fliplr, r->file_orientation.rot90);
-    if (!json) return;
-    printf("{\"wells\": %d, \"tiles\": %lld, \"strips_read\": %lld, \"blocks_written\": %lld, "
-           "\"output_pixels\": %lld, \"canvas\": [%lld, %lld], \"chunk\": %d, \"shard\": %d, "
-           "\"peak_strip_bytes\": %zu, \"blocks_resumed\": %lld, \"orientation\": {\"flipud\": %s, \"fliplr\": %s, "
-           "\"rot90\": %d}, \"orientation_from_file\": %s, \"orientation_mismatch\": %s, "
-           "\"seconds\": %.3f, \"megapixels_per_second\": %.3f}\n",
-           r->wells, (long long)r->tiles, (long long)r->strips_read, (long long)r->blocks_written,
-           (long long)r->output_pixels, (long long)r->canvas_h, (long long)r->canvas_w, r->chunk,
-           r->shard, r->peak_strip_bytes, (long long)r->blocks_resumed, r->orientation.flipud ? "true" : "false",
-           r->orientation.fliplr ? "true" : "false", r->orientation.rot90,
-           r->orientation_from_file ? "true" : "false", r->orientation_mismatch ? "true" : "false",
-           seconds, seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);
+}
+
+json_t *cli_fuse_json(const ts_fuse_result *r, double seconds) {
+    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:[I,I], s:i, s:i, s:I, s:{s:b, s:b, s:i}, s:b, s:b, "
+                     "s:f, s:f}",
+                     "wells", r->wells, "tiles", (json_int_t)r->tiles, "strips_read", (json_int_t)r->strips_read,
+                     "blocks_written", (json_int_t)r->blocks_written, "blocks_resumed",
+                     (json_int_t)r->blocks_resumed, "output_pixels", (json_int_t)r->output_pixels, "canvas",
+                     (json_int_t)r->canvas_h, (json_int_t)r->canvas_w, "chunk", r->chunk, "shard", r->shard,
+                     "peak_strip_bytes", (json_int_t)r->peak_strip_bytes,
+                     "orientation", "flipud", r->orientation.flipud, "fliplr", r->orientation.fliplr, "rot90",
+                     r->orientation.rot90, "orientation_from_file", r->orientation_from_file,
+                     "orientation_mismatch", r->orientation_mismatch, "seconds", seconds, "megapixels_per_second",
+                     seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);
 }
 
 int cmd_fuse(int argc, char **argv) {
@@ -156,6 +159,12 @@ int cmd_fuse(int argc, char **argv) {
     ts_error err;
     double t0 = cli_now();
     if (ts_fuse_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
-    cli_fuse_report(cmd, &res, com.json, cli_now() - t0);
+    double seconds = cli_now() - t0;
+    cli_fuse_warn(cmd, &res);
+    if (com.json) {
+        json_t *j = json_pack("{s:o}", "shifts", cli_json_path(o.shifts));
+        json_object_update(j, cli_fuse_json(&res, seconds));
+        cli_json_emit(cmd, o.input, o.output, j);
+    }
     return CLI_OK;
 }

@@ -125,8 +125,6 @@ int cmd_import(int argc, char **argv) {
     const char *fmt = o.format == TS_OME_04 ? "0.4" : "0.5";
     if (json) {
         json_t *j = json_object();
-        json_object_set_new(j, "input", json_string(o.input));
-        json_object_set_new(j, "output", json_string(o.output));
         json_object_set_new(j, "format", json_string(fmt));
         json_object_set_new(j, "well", json_string(o.well));
         json_object_set_new(j, "positions", json_integer(r.tiles));
@@ -136,10 +134,7 @@ int cmd_import(int argc, char **argv) {
         json_object_set_new(j, "channels", json_integer(r.channels));
         json_object_set_new(j, "dtype", json_string(ts_dtype_name(r.dtype)));
         json_object_set_new(j, "seconds", json_real(seconds));
-        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
-        printf("%s\n", s ? s : "{}");
-        free(s);
-        json_decref(j);
+        cli_json_emit(CMD, o.input, o.output, j);
     } else if (!quiet) {
         printf("wrote %s (OME-Zarr %s): well %s, %lld positions on a %dx%d grid (%lld missing), "
                "tiles %lldx%lld %s, C=%d\n",

@@ -185,7 +185,7 @@ int cmd_info(int argc, char **argv) {
         free(text);
         return cli_fail(CMD, &(ts_error){TS_ERR_INTERNAL, "the store's description is not valid JSON"});
     }
-    if (json) printf("%s\n", text);
+    if (json) cli_json_emit(CMD, store, NULL, json_incref(root));
     else print_text(root, all_wells);
     free(text);
     json_t *errors = json_object_get(root, "errors");

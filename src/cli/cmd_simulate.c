@@ -180,7 +180,6 @@ int cmd_simulate(int argc, char **argv) {
     const char *fmt = o.format == TS_OME_04 ? "0.4" : "0.5";
     if (json) {
         json_t *j = json_object();
-        json_object_set_new(j, "output", json_string(o.output));
         json_object_set_new(j, "format", json_string(fmt));
         json_object_set_new(j, "wells", json_integer(plate->nwells));
         json_object_set_new(j, "positions", json_integer(positions));
@@ -192,11 +191,8 @@ int cmd_simulate(int argc, char **argv) {
         json_object_set_new(j, "z", json_integer(o.z));
         json_object_set_new(j, "dtype", json_string(ts_dtype_name(o.dtype)));
         json_object_set_new(j, "seed", json_integer((json_int_t)o.seed));
-        json_object_set_new(j, "truth", o.truth ? json_string(o.truth) : json_null());
-        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
-        printf("%s\n", s ? s : "{}");
-        free(s);
-        json_decref(j);
+        json_object_set_new(j, "truth", cli_json_path(o.truth));
+        cli_json_emit(CMD, NULL, o.output, j);
     } else {
         printf("wrote %s (OME-Zarr %s): %d well%s, %ld positions (%d missing), tiles %dx%d %s, "
                "T=%d C=%d Z=%d%s%s\n",

@@ -1,5 +1,6 @@
 /* tessera solve: re-solve tile positions from the pairwise measurements that
  * estimate keeps in a shifts file, without reading any image. */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,14 +125,12 @@ int cmd_solve(int argc, char **argv) {
     ts_solve_summary sum;
     if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, threads, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
     if (json) {
-        printf("{\"output\": ");
-        cli_json_string(output);
-        printf(", \"solver\": \"%s\", \"wells\": %d, \"tiles\": %d, \"pairs\": %d, "
-               "\"outliers\": %d, \"isolated_tiles\": %d, \"components\": %d, \"iterations\": %d, "
-               "\"converged\": %s, \"seconds\": %.3f}\n",
-               o.solver == TS_SOLVER_L1 ? "l1" : "l2", sum.wells, sum.tiles, sum.pairs, sum.outliers,
-               sum.isolated, sum.components, sum.max_iterations_used, sum.converged ? "true" : "false",
-               sum.seconds);
+        cli_json_emit(cmd, input, output,
+                      json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "solver",
+                                o.solver == TS_SOLVER_L1 ? "l1" : "l2", "wells", sum.wells, "tiles", sum.tiles,
+                                "pairs", sum.pairs, "outliers", sum.outliers, "isolated_tiles", sum.isolated,
+                                "components", sum.components, "iterations", sum.max_iterations_used, "converged",
+                                sum.converged, "seconds", sum.seconds));
     } else if (!sum.converged) {
         fprintf(stderr, "tessera solve: warning: IRLS stopped at %d iterations before reaching the tolerance\n",
                 sum.max_iterations_used);

@@ -1,5 +1,7 @@
 /* tessera stitch: estimate tile positions, then fuse, in one command. */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -119,15 +121,23 @@ int cmd_stitch(int argc, char **argv) {
         return cli_fail(cmd, &err);
     }
     double t2 = cli_now();
+    cli_fuse_warn(cmd, &fr);
     if (com.json) {
-        printf("{\"shifts\": ");
+        /* The estimate's report is its own text (cli_estimate_report). */
+        printf("{\"command\": \"stitch\", \"input\": ");
+        cli_json_string(input);
+        printf(", \"output\": ");
+        cli_json_string(output);
+        printf(", \"shifts\": ");
         cli_json_string(shifts_out);
         printf(", \"estimate\": ");
         cli_estimate_report(&er, t1 - t0);
-        printf(", \"fuse\": ");
+        json_t *fj = cli_fuse_json(&fr, t2 - t1);
+        char *fs = json_dumps(fj, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(6));
+        printf(", \"fuse\": %s}\n", fs ? fs : "{}");
+        free(fs);
+        json_decref(fj);
     }
-    cli_fuse_report(cmd, &fr, com.json, t2 - t1);
-    if (com.json) printf("}\n");
     ts_estimate_result_free(&er);
     return CLI_OK;
 }

@@ -4,6 +4,7 @@
  * bad usage. */
 #include "cli/cli.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,26 +32,22 @@ static void help(void) {
 }
 
 static void print_json(const char *store, const ts_verify_result *r, double seconds) {
-    printf("{\"store\":");
-    cli_json_string(store);
-    printf(",\"ok\":%s,\"images\":%lld,\"arrays\":%lld,\"blocks\":%lld,\"chunks\":%lld,\"empty\":%lld,"
-           "\"absent\":%lld,\"bytes_read\":%lld,\"bytes_decoded\":%lld,\"threads\":%d,\"seconds\":%.3f,"
-           "\"nerrors\":%lld,\"errors\":[",
-           r->nproblems ? "false" : "true", (long long)r->images, (long long)r->arrays, (long long)r->blocks,
-           (long long)r->chunks, (long long)r->empty, (long long)r->absent, (long long)r->bytes_read,
-           (long long)r->bytes_decoded, r->threads, seconds, (long long)r->nproblems);
+    json_t *errors = json_array();
     for (int i = 0; i < r->nlisted; i++) {
         const ts_verify_problem *p = &r->problems[i];
-        printf("%s{\"path\":", i ? "," : "");
-        cli_json_string(p->path);
-        printf(",\"key\":");
-        cli_json_string(p->key);
-        if (p->inner >= 0) printf(",\"inner\":%lld", (long long)p->inner);
-        printf(",\"kind\":\"%s\",\"reason\":", ts_verify_kind_name(p->kind));
-        cli_json_string(p->reason);
-        printf("}");
+        json_t *e = json_pack("{s:o, s:o}", "path", cli_json_path(p->path), "key", cli_json_path(p->key));
+        if (p->inner >= 0) json_object_set_new(e, "inner", json_integer((json_int_t)p->inner));
+        json_object_set_new(e, "kind", json_string(ts_verify_kind_name(p->kind)));
+        json_object_set_new(e, "reason", cli_json_path(p->reason));
+        json_array_append_new(errors, e);
     }
-    printf("]}\n");
+    cli_json_emit(CMD, store, NULL,
+                  json_pack("{s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:f, s:I, s:o}", "store",
+                            cli_json_path(store), "ok", r->nproblems == 0, "images", (json_int_t)r->images, "arrays",
+                            (json_int_t)r->arrays, "blocks", (json_int_t)r->blocks, "chunks", (json_int_t)r->chunks,
+                            "empty", (json_int_t)r->empty, "absent", (json_int_t)r->absent, "bytes_read",
+                            (json_int_t)r->bytes_read, "bytes_decoded", (json_int_t)r->bytes_decoded, "threads",
+                            r->threads, "seconds", seconds, "nerrors", (json_int_t)r->nproblems, "errors", errors));
 }
 
 static void print_text(const char *store, const ts_verify_result *r, double seconds) {

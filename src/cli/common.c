@@ -238,6 +238,42 @@ void cli_progress(void *user, const char *stage, int64_t done, int64_t total) {
     fflush(stderr);
 }
 
+json_t *cli_json_path(const char *path) {
+    if (!path) return json_null();
+    json_t *j = json_string(path);
+    if (j) return j;
+    /* Not UTF-8: each byte as the code point of its value. */
+    size_t n = strlen(path);
+    char *u = malloc(2 * n + 1), *q = u;
+    if (!u) return json_null();
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p < 0x80) *q++ = (char)*p;
+        else *q++ = (char)(0xC0 | (*p >> 6)), *q++ = (char)(0x80 | (*p & 0x3F));
+    }
+    *q = '\0';
+    j = json_string(u);
+    free(u);
+    return j ? j : json_null();
+}
+
+void cli_json_emit(const char *command, const char *input, const char *output, json_t *obj) {
+    json_t *all = json_object();
+    json_object_set_new(all, "command", json_string(command));
+    json_object_set_new(all, "input", cli_json_path(input));
+    json_object_set_new(all, "output", cli_json_path(output));
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        if (strcmp(key, "command") && strcmp(key, "input") && strcmp(key, "output")) json_object_set(all, key, v);
+    }
+    char *s = json_dumps(all, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(6));
+    printf("%s\n", s ? s : "{}");
+    fflush(stdout);
+    free(s);
+    json_decref(all);
+    json_decref(obj);
+}
+
 void cli_json_string(const char *s) {
     json_t *j = json_string(s);
     char *text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;

@@ -193,7 +193,7 @@ static void tile_at(const ts_well_shifts *w, int t, double *y, double *x) {
  * the pair's residual, at scale s (level-0 px -> picture px), with a
  * legend. Files with confidence entries only (the old tool's) colour the
  * outlines by the best confidence of each tile instead. */
-static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s) {
+static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s, ts_preview_result *res) {
     const ts_well_shifts *w = &sh->wells[wi];
     int th = sh->has_tile_shape ? sh->tile_shape[0] : 0, tw = sh->has_tile_shape ? sh->tile_shape[1] : 0;
     double *best = malloc((size_t)(w->ntiles ? w->ntiles : 1) * sizeof *best);
@@ -228,9 +228,10 @@ static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s) {
         tile_at(w, pr->b, &yb, &xb);
         double r = isfinite(pr->ry) && isfinite(pr->rx) ? hypot(pr->ry, pr->rx)
                                                         : hypot((yb - ya) - pr->dy, (xb - xa) - pr->dx);
-        if (pr->confidence < 0.1) memcpy(col, NO_MATCH_COLOR, sizeof col);
-        else if (pr->outlier) memcpy(col, OUTLIER_COLOR, sizeof col);
+        if (pr->confidence < 0.1) memcpy(col, NO_MATCH_COLOR, sizeof col), res->unmatched_seams++;
+        else if (pr->outlier) memcpy(col, OUTLIER_COLOR, sizeof col), res->outlier_seams++;
         else residual_color(r, col);
+        res->seams++;
         /* The overlap of the two tiles (or, if they do not overlap, the gap
          * between their facing edges). */
         double oy0 = fmax(ya, yb), oy1 = fmin(ya, yb) + th, ox0 = fmax(xa, xb), ox1 = fmin(xa, xb) + tw;
@@ -248,7 +249,12 @@ static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s) {
     legend(cv);
 }
 
-ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
+ts_status ts_preview(const ts_preview_options *opt, ts_error *err) { return ts_preview_run(opt, NULL, err); }
+
+ts_status ts_preview_run(const ts_preview_options *opt, ts_preview_result *result, ts_error *err) {
+    ts_preview_result local;
+    ts_preview_result *res = result ? result : &local;
+    memset(res, 0, sizeof *res);
     if (!opt->store || !opt->output)
         return ts_fail(err, TS_ERR_ARG, "preview: a store and an output PNG are required");
     if (opt->max_size < 16 || opt->max_size > 65536)
@@ -302,7 +308,8 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
         if ((st = pv_mosaic(plate, w, sh, sw, opt->max_size, opt->threads, &cv, &scale, err)) !=
             TS_OK)
             goto done;
-        draw_shifts(&cv, sh, sw, scale);
+        draw_shifts(&cv, sh, sw, scale, res);
+        res->level = -1;
         st = pv_write_png(&cv, opt->output, err);
         goto done;
     }
@@ -339,9 +346,12 @@ ts_status ts_preview(const ts_preview_options *opt, ts_error *err) {
             pv_parse_color(PALETTE[c % 6], col);
         pv_add_channel(&cv, plane, valid, 0.5, 99.5, col);
     }
-    if (sh) draw_shifts(&cv, sh, sw, lp.to_level * sc);
+    if (sh) draw_shifts(&cv, sh, sw, lp.to_level * sc, res);
+    res->level = lp.level;
     st = pv_write_png(&cv, opt->output, err);
 done:
+    snprintf(res->well, sizeof res->well, "%s", w >= 0 ? plate->wells[w].path : "");
+    res->height = cv.h, res->width = cv.w;
     free(cv.rgb);
     free(plane);
     free(valid);

@@ -86,8 +86,8 @@ for fmt in 0.4 0.5; do
         [ "$lines" = 1 ] || fail "fuse $fmt -n $n: $lines --json lines, want 1"
     done
     "$BIN" fuse "$d/plate" "$d/s1.yaml" -o "$d/f1j" --format "$fmt" "${FUSE_ARGS[@]}" --json >"$d/f1.json"
-    want=$(grep -o '"blocks_written": [0-9]*, "output_pixels": [0-9]*' "$d/f1.json")
-    got=$(grep -o '"blocks_written": [0-9]*, "output_pixels": [0-9]*' "$d/f3.json")
+    want=$(grep -o '"blocks_written":[0-9]*\|"output_pixels":[0-9]*' "$d/f1.json" | tr '\n' ' ')
+    got=$(grep -o '"blocks_written":[0-9]*\|"output_pixels":[0-9]*' "$d/f3.json" | tr '\n' ' ')
     [ -n "$want" ] && [ "$want" = "$got" ] && pass "fuse $fmt -n 3: --json counts = one process's ($got)" ||
         fail "fuse $fmt -n 3: --json counts '$got', one process '$want'"
     mpi 2 fuse "$d/plate" "$d/s1.yaml" -o "$d/a2" --format "$fmt" --chunk 16 --threads 1 ||
@@ -222,7 +222,7 @@ if kill -9 $pid 2>/dev/null; then
     wait $pid 2>/dev/null
     mpi 2 fuse "$TMP/rplate" "$TMP/r.yaml" -o "$TMP/rkilled" "${RES_ARGS[@]}" --threads 1 --resume --json \
         >"$TMP/resume.json" || fail "fuse --resume under mpirun -n 2"
-    grep -q '"blocks_resumed": [1-9]' "$TMP/resume.json" || fail "fuse --resume under mpirun -n 2 kept nothing: $(cat "$TMP/resume.json")"
+    grep -q '"blocks_resumed":[1-9]' "$TMP/resume.json" || fail "fuse --resume under mpirun -n 2 kept nothing: $(cat "$TMP/resume.json")"
     same_tree "$TMP/rclean" "$TMP/rkilled" "fuse --resume under mpirun -n 2 = an uninterrupted run"
 else
     fail "the run to resume ended before it could be killed"
