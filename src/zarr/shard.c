@@ -106,14 +106,17 @@ ts_status tz_shard_read(const tz_array *arr, const char *file, const char *key, 
             cext[d] = e - a;
             doff[d] = dst_off[d] + (a - box_off[d]);
         }
-        if (off == EMPTY && nb == EMPTY) {
+        /* One rule for an entry, the readers' and verify's: the empty
+         * sentinel, or a range of the chunk data (not over the index, not
+         * past the end). */
+        char why[256];
+        int entry = tz_shard_entry_check(arr, fsize, off, nb, why, sizeof why);
+        if (entry == 1) {
             tz_fill_box(nd, arr->esize, arr->fill, dst, dst_shape, doff, cext);
         } else {
-            if (off > fsize || nb > fsize - off) {
-                st = ts_fail(err, TS_ERR_CORRUPT,
-                             "'%s' (shard '%s'): inner chunk %lld at [%llu, +%llu) lies beyond the file's %llu bytes",
-                             file, key, (long long)lin, (unsigned long long)off, (unsigned long long)nb,
-                             (unsigned long long)fsize);
+            if (entry < 0) {
+                st = ts_fail(err, TS_ERR_CORRUPT, "'%s' (shard '%s'): inner chunk %lld: %s", file, key, (long long)lin,
+                             why);
                 goto done;
             }
             if (nb > inner_max) {

@@ -350,6 +350,37 @@ static void test_sparse_shard_file(void **state) {
     }
 }
 
+/* An index entry that reaches into the index itself (found by tessera
+ * verify: it read back without error, the index bytes decoded as pixels),
+ * and half an empty sentinel: refused by the reader as by verify
+ * (tz_shard_entry_check is the one rule). */
+static void test_shard_entry_over_index(void **state) {
+    (void)state;
+    const char *dir = array_dir("overindex");
+    v3_array(dir, "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[32,32],\"codecs\":["
+                  "{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}],\"index_codecs\":"
+                  "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}},{\"name\":\"crc32c\"}],"
+                  "\"index_location\":\"end\"}}]");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/c/0/0", dir);
+    const uint64_t raw = 32 * 32 * 2;
+    for (int k = 0; k < 2; k++) {
+        /* k = 0: chunk 0 starts 50 bytes late, its last 50 bytes the
+         * index; 1: chunk 1 is (offset, UINT64_MAX), half a sentinel. */
+        uint64_t idx[8] = {k == 0 ? 50 : 0, raw, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX,
+                           UINT64_MAX};
+        if (k == 1) idx[2] = 0;
+        unsigned char *file = calloc(1, raw + 68);
+        assert_non_null(file);
+        memcpy(file + raw, idx, 64);
+        uint32_t crc = tz_crc32c(0, idx, 64);
+        memcpy(file + raw + 64, &crc, 4);
+        write_bytes(path, file, raw + 68);
+        free(file);
+        expect_refused(dir, k == 0 ? "inner chunk 0" : "inner chunk 1", k == 0 ? "over the index" : "half an empty sentinel");
+    }
+}
+
 /* A 1 GiB (sparse) zarr.json was read whole and handed to the JSON parser;
  * metadata documents are capped at 64 MiB. */
 static void test_sparse_metadata_file(void **state) {
@@ -474,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_sparse_chunk_file),
         cmocka_unit_test(test_sparse_shard_file),
         cmocka_unit_test(test_sparse_metadata_file),
+        cmocka_unit_test(test_shard_entry_over_index),
         cmocka_unit_test(test_fifo_and_device_paths),
         cmocka_unit_test(test_valid_chains_still_decode),
     };
