@@ -163,7 +163,7 @@ int cmd_fuse(int argc, char **argv) {
     cli_fuse_warn(cmd, &res);
     if (com.json) {
         json_t *j = json_pack("{s:o}", "shifts", cli_json_path(o.shifts));
-        json_object_update(j, cli_fuse_json(&res, seconds));
+        json_object_update_new(j, cli_fuse_json(&res, seconds)); /* the summary is freed with it */
         cli_json_emit(cmd, o.input, o.output, j);
     }
     return CLI_OK;
