@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "zarr/zarr.h"
 
 static ts_status parse_json(const char *file, const char *text, size_t size, json_t **out,
                             ts_error *err) {
@@ -32,7 +33,7 @@ ts_status ome_node_read(const char *path, ome_node *node, bool *found, ts_error 
     ts_status st;
 
     snprintf(node->file, sizeof node->file, "%s/zarr.json", path);
-    if ((st = ts_read_file_opt(node->file, &data, &size, &have, err)) != TS_OK) return st;
+    if ((st = ts_read_file_max(node->file, TZ_MAX_METADATA_BYTES, &data, &size, &have, err)) != TS_OK) return st;
     if (have) {
         node->zarr_format = 3;
         st = parse_json(node->file, data, size, &node->doc, err);
@@ -67,7 +68,7 @@ ts_status ome_node_read(const char *path, ome_node *node, bool *found, ts_error 
     char zarray[4200];
     snprintf(zarray, sizeof zarray, "%s/.zarray", path);
     snprintf(node->file, sizeof node->file, "%s/.zattrs", path);
-    if ((st = ts_read_file_opt(node->file, &data, &size, &have, err)) != TS_OK) return st;
+    if ((st = ts_read_file_max(node->file, TZ_MAX_METADATA_BYTES, &data, &size, &have, err)) != TS_OK) return st;
     if (!have && ts_path_exists(zarray))
         return ts_fail(err, TS_ERR_FORMAT, "%s: is an array (.zarray), expected a group", path);
     if (!have) {

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <yaml.h>
 
 /* Values read for one well that refer to pair indices, applied at the end. */
@@ -687,8 +688,18 @@ static ts_status apply_pending(reader *r) {
 
 ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    /* A regular file only: a FIFO would block the read for ever. */
+    int fd = -1;
+    bool found = false;
+    uint64_t fsize = 0;
+    ts_status ost = ts_open_regular(path, &fd, &fsize, &found, err);
+    if (ost) return ost;
+    if (!found) return ts_fail(err, TS_ERR_IO, "cannot read '%s': no such file", path);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    }
     reader r = {.path = path, .err = err};
     r.s = ts_shifts_new();
     if (!r.s || !ts_yaml_guard_init(&r.guard) || !yaml_parser_initialize(&r.parser)) {

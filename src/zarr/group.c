@@ -64,11 +64,7 @@ ts_status tz_group_create(const char *path, int zarr_format, const char *attribu
     return st;
 }
 
-/* The largest metadata document read: a well listing 167,000 positions is
- * about 7 MB; a (sparse) file of gigabytes is refused by its size instead of
- * being read and parsed. */
-#define TZ_MAX_METADATA_BYTES ((uint64_t)64 << 20)
-
+/* (Metadata documents are read up to TZ_MAX_METADATA_BYTES, zarr.h.) */
 ts_status tz_load_json(const char *path, json_t **out, bool *found, ts_error *err) {
     void *text = NULL;
     size_t size = 0;

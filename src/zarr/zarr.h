@@ -202,6 +202,11 @@ int tz_shard_entry_check(const tz_array *arr, uint64_t fsize, uint64_t off, uint
 
 /* ---- groups ---- */
 
+/* The largest metadata document read (zarr.json, .zarray, .zattrs,
+ * .zgroup): a larger file is refused by its size (a well of 167,000
+ * positions is about 7 MB). */
+#define TZ_MAX_METADATA_BYTES ((uint64_t)64 << 20)
+
 /* Creates a group (v2: .zgroup + .zattrs; v3: zarr.json node_type group)
  * with attributes (JSON object text, may be NULL). v3 attributes are written
  * as given (OME 0.5 callers put their metadata under "ome"). */
