@@ -181,13 +181,6 @@ static void legend(pv_canvas *cv) {
     pv_text(cv, y, x0 + 2 * gap + bar, items[2], k, white);
 }
 
-/* Where a tile is: its solved float position when the file has them,
- * else its integer origin. */
-static void tile_at(const ts_well_shifts *w, int t, double *y, double *x) {
-    if (w->position) *y = w->position[t][0], *x = w->position[t][1];
-    else *y = (double)w->origin[t][0], *x = (double)w->origin[t][1];
-}
-
 /* Tile outlines (grey) and, for each measured pair, its seam: a line
  * through the middle of the two tiles' overlap, across it, coloured by
  * the pair's residual, at scale s (level-0 px -> picture px), with a
@@ -222,29 +215,16 @@ static void draw_shifts(pv_canvas *cv, const ts_shifts *sh, int wi, double s, ts
     for (int p = 0; p < w->npairs; p++) {
         const ts_shift_pair *pr = &w->pairs[p];
         if (pr->a < 0 || pr->b < 0 || pr->a >= w->ntiles || pr->b >= w->ntiles) continue;
-        if (!w->has_origin[pr->a] || !w->has_origin[pr->b]) continue;
-        double ya, xa, yb, xb;
-        tile_at(w, pr->a, &ya, &xa);
-        tile_at(w, pr->b, &yb, &xb);
-        double r = isfinite(pr->ry) && isfinite(pr->rx) ? hypot(pr->ry, pr->rx)
-                                                        : hypot((yb - ya) - pr->dy, (xb - xa) - pr->dx);
+        double seg[4], r;
+        if (!ts_pair_seam(sh, w, pr, seg, &r)) continue;
         if (pr->confidence < 0.1) memcpy(col, NO_MATCH_COLOR, sizeof col), res->unmatched_seams++;
         else if (pr->outlier) memcpy(col, OUTLIER_COLOR, sizeof col), res->outlier_seams++;
         else residual_color(r, col);
         res->seams++;
-        /* The overlap of the two tiles (or, if they do not overlap, the gap
-         * between their facing edges). */
-        double oy0 = fmax(ya, yb), oy1 = fmin(ya, yb) + th, ox0 = fmax(xa, xb), ox1 = fmin(xa, xb) + tw;
-        bool across_x = fabs(pr->dx) >= fabs(pr->dy); /* a left/right pair: the seam runs along y */
-        for (int d = -1; d <= 1; d++) {
-            if (across_x) {
-                double x = (ox0 + ox1) / 2 * s + d;
-                pv_line(cv, oy0 * s, x, (oy1 - 1) * s, x, col);
-            } else {
-                double y = (oy0 + oy1) / 2 * s + d;
-                pv_line(cv, y, ox0 * s, y, (ox1 - 1) * s, col);
-            }
-        }
+        const bool along_y = seg[1] == seg[3];
+        for (int d = -1; d <= 1; d++)
+            pv_line(cv, seg[0] * s + (along_y ? 0 : d), seg[1] * s + (along_y ? d : 0), seg[2] * s + (along_y ? 0 : d),
+                    seg[3] * s + (along_y ? d : 0), col);
     }
     legend(cv);
 }

@@ -184,3 +184,30 @@ bool ts_position_grid(const char *name, bool names_yx, int *gx, int *gy) {
     *gy = names_yx ? first : second;
     return true;
 }
+
+static void tile_at(const ts_well_shifts *w, int t, double *y, double *x) {
+    if (w->position) *y = w->position[t][0], *x = w->position[t][1];
+    else *y = (double)w->origin[t][0], *x = (double)w->origin[t][1];
+}
+
+bool ts_pair_seam(const ts_shifts *s, const ts_well_shifts *w, const ts_shift_pair *p, double seg[4],
+                  double *residual) {
+    if (!s->has_tile_shape || p->a < 0 || p->b < 0 || p->a >= w->ntiles || p->b >= w->ntiles) return false;
+    if (!w->has_origin[p->a] || !w->has_origin[p->b]) return false;
+    const double th = s->tile_shape[0], tw = s->tile_shape[1];
+    double ya, xa, yb, xb;
+    tile_at(w, p->a, &ya, &xa);
+    tile_at(w, p->b, &yb, &xb);
+    *residual = isfinite(p->ry) && isfinite(p->rx) ? hypot(p->ry, p->rx)
+                                                   : hypot((yb - ya) - p->dy, (xb - xa) - p->dx);
+    /* The overlap of the two tiles (or the gap between facing edges). */
+    const double oy0 = fmax(ya, yb), oy1 = fmin(ya, yb) + th, ox0 = fmax(xa, xb), ox1 = fmin(xa, xb) + tw;
+    if (fabs(p->dx) >= fabs(p->dy)) {
+        seg[0] = oy0, seg[2] = oy1 - 1;
+        seg[1] = seg[3] = (ox0 + ox1) / 2;
+    } else {
+        seg[1] = ox0, seg[3] = ox1 - 1;
+        seg[0] = seg[2] = (oy0 + oy1) / 2;
+    }
+    return true;
+}

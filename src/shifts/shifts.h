@@ -106,6 +106,16 @@ bool ts_shifts_ensure_positions(ts_shifts *s, int w);
  * Returns false if the name is not 6 digits. */
 bool ts_position_grid(const char *name, bool names_yx, int *gx, int *gy);
 
+/* Where pair p of well w is drawn and how far off it is (preview, report):
+ * tiles at their solved float positions when the file has them, else their
+ * origins; the seam runs across the middle of the two tiles' overlap
+ * (along y for a left/right pair, along x for a top/bottom one) from
+ * (seg[0], seg[1]) to (seg[2], seg[3]), canvas px [y, x]; *residual is
+ * |(p_b - p_a) - d| (the solve's residual when the file has it). False when
+ * the tile shape or either tile's origin is unknown. */
+bool ts_pair_seam(const ts_shifts *s, const ts_well_shifts *w, const ts_shift_pair *p, double seg[4],
+                  double *residual);
+
 /* Beyond this a coordinate or shift is a broken file, not a scan (2^30 px
  * is a 1 km scan at 1 um/px): the reader refuses it, naming key and line. */
 #define TS_SHIFTS_MAX_PX 1073741824.0
