@@ -4,6 +4,8 @@
 
 BUILD      ?= build
 BUILD_SAN  ?= build-sanitize
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 50
 JOBS       ?= $(shell nproc)
 DEMO_OUT   ?= demo-out
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -14,7 +16,10 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3 python3-numpy python3-scipy python3-skimage python3-zarr python3-numcodecs \
   python3-jsonschema python3-yaml python3-pil python3-tifffile
 
-.PHONY: all deps build test test-sanitize demo bench clean install
+# Debian's clang and the libFuzzer runtime for its version (make fuzz).
+FUZZ_PACKAGES := clang libclang-rt-dev
+
+.PHONY: all deps deps-test build test test-sanitize fuzz demo bench clean install
 
 all: build
 
@@ -31,6 +36,18 @@ deps:
 	@if [ ! -d tests/interop/js/node_modules/zarrita ]; then \
 	  (cd tests/interop/js && npm install --no-audit --no-fund --silent); fi
 
+# What only the tests need: headless Chromium opens the QC report
+# (tests/interop/test_report.py).
+TEST_PACKAGES := chromium
+
+deps-test: deps
+	@missing=$$(for p in $(TEST_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing" | tr '\n' ' '; echo; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
 $(BUILD)/Makefile: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
@@ -38,15 +55,29 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: build deps-test
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Same tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it).
-test-sanitize: deps
+test-sanitize: deps deps-test
 	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets of tests/fuzz (docs/fuzz.md), built with clang under
+# ASan + UBSan and run FUZZ_SECONDS each; any crash, leak, timeout or OOM
+# fails, its input saved under $(BUILD_FUZZ)/fuzz-artifacts (CI runs it).
+fuzz: deps
+	@missing=$$(for p in $(FUZZ_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing" | tr '\n' ' '; echo; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_FUZZ=ON -DTESSERA_MPI=OFF >/dev/null
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_targets
+	tests/fuzz/run_fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
 
 # A small synthetic plate, stitched end to end, inspected, previewed.
 demo: build
@@ -67,4 +98,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(DEMO_OUT)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(DEMO_OUT)

@@ -299,6 +299,13 @@ void ts_estimate_result_free(ts_estimate_result *r);
 /* ts_estimate that also reports what it did (result may be NULL). */
 ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *result, ts_error *err);
 
+/* The QC report of an estimate (docs/qc.md): one self-contained HTML file
+ * at html_path drawn from the shifts file estimate wrote and the figures it
+ * measured (qc may be NULL: the picture and the worst seams only). Written
+ * atomically. */
+ts_status ts_report_write(const char *html_path, const char *shifts_path, const ts_estimate_result *qc,
+                          ts_error *err);
+
 /* Re-solve from the pairwise measurements of a shifts file. */
 ts_status ts_solve_file(const char *pairs_yaml, const char *output,
                         const ts_solve_options *opt, ts_error *err);

@@ -55,6 +55,9 @@ static const char *ESTIMATE_USAGE =
     "                         log[:SECONDS], none\n"
     "  --json                 print a JSON summary on stdout (also when the check\n"
     "                         fails: verdict, message, written)\n"
+    "  --report FILE.html     also write the QC report: per well the tiles at their\n"
+    "                         solved positions, seams coloured by residual, the\n"
+    "                         figures and the worst seams (docs/qc.md)\n"
     "  -q, --quiet            no summary on stderr (warnings and errors still)\n"
     "  -h, --help             this help\n";
 
@@ -229,6 +232,7 @@ int cmd_estimate(int argc, char **argv) {
     const char *input = NULL;
     int npos = 0;
     bool quiet = false;
+    const char *report = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(ESTIMATE_USAGE, stdout);
@@ -236,6 +240,10 @@ int cmd_estimate(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
             quiet = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "--report")) {
+            if (!(report = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
             continue;
         }
         int r = cli_estimate_option(cmd, argc, argv, &i, &o);
@@ -256,6 +264,7 @@ int cmd_estimate(int argc, char **argv) {
     o.dist = cli_dist();
     ts_estimate_result res;
     ts_error err;
+    if (report && cli_report_check(report, input, o.output, &err) != TS_OK) return cli_fail(cmd, &err);
     double t0 = cli_now();
     ts_status st = ts_estimate_run(&o, &res, &err);
     /* A failed check still says what was measured in --json (written:
@@ -269,6 +278,7 @@ int cmd_estimate(int argc, char **argv) {
     }
     if (!quiet) cli_estimate_summary(cmd, &res);
     cli_estimate_warn(cmd, &res);
+    if (report && ts_dist_rank(o.dist) == 0) st = ts_report_write(report, o.output, &res, &err);
     ts_estimate_result_free(&res);
-    return CLI_OK;
+    return st == TS_OK ? CLI_OK : cli_fail(cmd, &err);
 }

@@ -20,6 +20,7 @@ static const char *STITCH_USAGE =
     "\n"
     "  -o, --output OUT       output plate store (required)\n"
     "  --shifts-out FILE      where the shifts file goes (default OUT.shifts.yaml)\n"
+    "  --report FILE.html     the estimate's QC report (see 'tessera estimate --help')\n"
     "  --overlap PX | --overlap-x PX --overlap-y PX   (required, see estimate)\n"
     "  --channel C, --timepoint T, --z Z, --clahe, --solver l1|l2,\n"
     "  --edge-weights MODE, --weight-floor W, --max-iterations N, --tolerance PX,\n"
@@ -42,7 +43,7 @@ int cmd_stitch(int argc, char **argv) {
     ts_fuse_options fo;
     ts_estimate_options_init(&eo);
     ts_fuse_options_init(&fo);
-    const char *input = NULL, *shifts_out = NULL;
+    const char *input = NULL, *shifts_out = NULL, *report = NULL;
     int npos = 0;
     bool quiet = false;
     cli_common com = {0};
@@ -59,6 +60,10 @@ int cmd_stitch(int argc, char **argv) {
         int r = cli_estimate_option(cmd, argc, argv, &i, &eo);
         if (r == 0) r = cli_fuse_option(cmd, argc, argv, &i, &fo);
         if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
+        if (r == 0 && !strcmp(a, "--report")) {
+            if (!(report = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            r = 1;
+        }
         if (r == 0 && !strcmp(a, "--shifts-out")) {
             if (!(shifts_out = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
             r = 1;
@@ -104,6 +109,8 @@ int cmd_stitch(int argc, char **argv) {
     ts_output_lock lock = {0};
     ts_status st = ts_check_output_path("output", output, mosaic_inputs, 2, &err);
     if (st == TS_OK) st = ts_check_output_path("--shifts-out", shifts_out, shifts_inputs, 2, &err);
+    const char *report_inputs[3] = {input, shifts_out, output};
+    if (st == TS_OK && report) st = ts_check_output_path("--report", report, report_inputs, 3, &err);
     if (st == TS_OK && ts_dist_rank(fo.dist) == 0) st = ts_output_lock_acquire(&lock, output, "stitch", &err);
     if ((st = ts_dist_agree(fo.dist, st, &err)) != TS_OK) {
         ts_output_lock_release(&lock);
@@ -113,6 +120,7 @@ int cmd_stitch(int argc, char **argv) {
     st = ts_estimate_run(&eo, &er, &err);
     if (st == TS_OK && !quiet) cli_estimate_summary(cmd, &er);
     if (st == TS_OK) cli_estimate_warn(cmd, &er);
+    if (st == TS_OK && report && ts_dist_rank(fo.dist) == 0) st = ts_report_write(report, shifts_out, &er, &err);
     double t1 = cli_now();
     if (st == TS_OK) st = ts_fuse_run(&fo, &fr, &err);
     ts_output_lock_release(&lock);
