@@ -33,6 +33,7 @@ typedef struct ts_qc_pair {
 bool ts_qc_trusted(const ts_qc_pair *p);
 bool ts_qc_overlap_wrong(const ts_overlap_qc *q);
 bool ts_qc_measurement_reliable(const ts_overlap_qc *q);
+bool ts_qc_low_coverage(const ts_overlap_qc *q);
 /* Median and 1.4826 MAD of v[0, n) (v is sorted; scratch: n doubles). */
 void ts_qc_median_spread(double *v, int64_t n, double *scratch, double *median, double *spread);
 

@@ -108,6 +108,12 @@ bool ts_qc_measurement_reliable(const ts_overlap_qc *q) {
     return q->trusted >= QC_MIN_TRUSTED && 2 * q->trusted >= q->measured;
 }
 
+/* Fewer than half of a direction's neighbour pairs trusted: the run
+ * alone cannot confirm the nominal overlap (estimate then probes it). */
+bool ts_qc_low_coverage(const ts_overlap_qc *q) {
+    return q->pairs >= QC_MIN_PAIRS && 2 * q->trusted < q->pairs;
+}
+
 static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
     int64_t measured = wq->dir[0].measured + wq->dir[1].measured;
     int64_t outliers = wq->dir[0].outliers + wq->dir[1].outliers;

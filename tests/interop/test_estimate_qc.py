@@ -100,6 +100,14 @@ def main():
     expect_refused("x too small", p64, ["--overlap-x", 32, "--overlap-y", 64], (64, 64), ["x"])
     expect_refused("y too large", p64, ["--overlap-x", 64, "--overlap-y", 128], (64, 64), ["y"])
     expect_refused("y too small", p64, ["--overlap-x", 64, "--overlap-y", 32], (64, 64), ["y"])
+    # Strips far thinner than the overlap: most pairs match nothing, the few
+    # that do contradict nothing, and the tiles sat 215 px off the truth on
+    # the 8 px grid (exit 0); the probe with thin strips measures 32.
+    sparse = os.path.join(TMP, "t32blank.zarr")
+    p = run("simulate", "-o", sparse, "--grid", "7x7", "--tile", "256x256", "--overlap", 32, "--jitter", 3,
+            "--blank", 0.1, "--seed", 32, "-q")
+    check(p.returncode == 0, f"simulate: {p.stderr}")
+    expect_refused("32 as 8, blank tiles", sparse, ["--overlap", 8], (32, 32), ["both"])
 
     # Tiles of a real image, true overlap 40 px, stage jitter +-3 px.
     tiles, origins = rp.cut_plate(skimage.data.camera(), 5, 5, 112, 40, 3, seed=40)
