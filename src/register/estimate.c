@@ -572,13 +572,20 @@ static ts_status probe_pass(est_ctx *c, int div, const bool need[2], ts_overlap_
  * process only (the pairs are on this rank). */
 static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
+    /* After a failed check every axis: the run's trusted pairs, registered
+     * in strips cut at the wrong place, are biased (true 64 as 128: 66 px
+     * from 23 pairs; the wide probe: 64 from 42). A probe replaces the
+     * run's measurement only with more trusted pairs. */
     bool need[2];
-    for (int d = 0; d < 2; d++)
-        need[d] = result->overlap[d].pairs >= 3 && (!ts_qc_measurement_reliable(&result->overlap[d]) ||
-                                                    ts_qc_low_coverage(&result->overlap[d]));
-    if ((!need[0] && !need[1]) || c->guess_origin || ts_dist_size(opt->dist) > 1) return TS_OK;
     ts_overlap_qc best[2];
     memset(best, 0, sizeof best);
+    for (int d = 0; d < 2; d++) {
+        const ts_overlap_qc *o = &result->overlap[d];
+        need[d] = o->pairs >= 3 && (result->verdict != TS_VERDICT_OK || !ts_qc_measurement_reliable(o) ||
+                                    ts_qc_low_coverage(o));
+        if (ts_qc_measurement_reliable(o)) best[d].trusted = o->trusted;
+    }
+    if ((!need[0] && !need[1]) || c->guess_origin || ts_dist_size(opt->dist) > 1) return TS_OK;
     static const int divs[2] = {2, 8};
     for (int k = 0; k < 2; k++) {
         ts_status st = probe_pass(c, divs[k], need, best, err);

@@ -11,6 +11,7 @@ camera) with a known stage jitter."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -89,7 +90,8 @@ def expect_refused(label, plate, args, true_xy, wrong_axes):
 
 
 def main():
-    os.makedirs(TMP, exist_ok=True)
+    shutil.rmtree(TMP, ignore_errors=True)  # outputs of an earlier run would pass "nothing written"
+    os.makedirs(TMP)
     p64 = simulate("t64", 64, 64)
     p102 = simulate("t102", 102, 102)
     # The issue's two cases, and each axis too large and too small.
@@ -115,6 +117,29 @@ def main():
     rp.write_plate(real, tiles)
     expect_refused("real 40 as 80", real, ["--overlap", 80], (40, 40), ["both"])
     expect_refused("real 40 as 20", real, ["--overlap", 20], (40, 40), ["both"])
+
+    # stitch: the same check before anything is fused, the same summary.
+    st_out = os.path.join(TMP, "st.zarr")
+    p = run("stitch", p64, "-o", st_out, "--overlap", 128, "--chunk", 64)
+    lines = messages(p)
+    m = re.search(r"--overlap 128 looks wrong: try --overlap (\d+)", lines[0] if lines else "")
+    check(p.returncode == 1 and len(lines) == 1 and m and abs(int(m.group(1)) - 64) <= 3,
+          f"stitch with a wrong overlap: exit {p.returncode}, {lines}")
+    check(not os.path.exists(st_out) and not os.path.exists(st_out + ".shifts.yaml"),
+          "stitch with a wrong overlap wrote its output or shifts")
+    p = run("stitch", p64, "-o", st_out, "--overlap", 64, "--chunk", 64, "--json")
+    e = run("estimate", p64, "-o", os.path.join(TMP, "e.yaml"), "--overlap", 64)
+    summary = [ln.replace("tessera stitch:", "tessera estimate:") for ln in messages(p)
+               if "well A/1;" in ln or "verdict" in ln]
+    check(p.returncode == 0 and len(summary) == 2 and summary == [ln for ln in messages(e)
+                                                                 if "well A/1;" in ln or "verdict" in ln],
+          f"stitch's summary is not estimate's: {messages(p)} vs {messages(e)}")
+    try:
+        j = json.loads(p.stdout)["estimate"]
+        check(j["verdict"] == "ok" and j["written"] is True and abs(j["x"]["overlap"] - 64) <= 1.5,
+              f"stitch --json estimate {j}")
+    except (ValueError, KeyError) as ex:
+        check(False, f"stitch --json: {ex}: {p.stdout!r}")
 
     # --accept-poor: written, with a warning that says why.
     out = os.path.join(TMP, "poor.yaml")
