@@ -232,6 +232,14 @@ static json_t *errors_of(json_t *root) {
             json_array_append_new(errors, json_sprintf("level %s: %s", json_string_value(json_object_get(lv, "path")),
                                                        json_string_value(e)));
     }
+    /* A well the plate lists whose group is not on disk: estimate and fuse
+     * refuse such a plate, so info says so too. */
+    json_t *w;
+    json_array_foreach(json_object_get(root, "wells"), i, w) {
+        if (json_is_true(json_object_get(w, "metadata_missing")))
+            json_array_append_new(errors, json_sprintf("well %s is listed in plate.wells but its group has no "
+                                                       "metadata on disk", json_string_value(json_object_get(w, "path"))));
+    }
     return errors;
 }
 

@@ -194,6 +194,7 @@ def missing_well(plate):
     check(p.returncode == 0, f"estimate --wells A/1 on a plate missing B/2: {p.stderr}")
     refused(run("fuse", bad, e, "-o", os.path.join(TMP, "h.zarr")), "fuse, well missing on disk",
             "well B/2 is listed in plate.wells but has no well group on disk")
+    refused(run("info", bad), "info, well missing on disk", "well B/2 is listed in plate.wells")
 
 
 def info_errors(plate):

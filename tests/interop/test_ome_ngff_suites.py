@@ -43,7 +43,7 @@ SCALE_LENGTH = ("0.4", "image", "valid/mismatch_axes_units.json")
 
 
 
-ABSENT = ("no zarr array", "not a zarr group")
+ABSENT = ("no zarr array", "not a zarr group", "its group has no metadata on disk")
 
 
 def metadata_only_ok(p):
