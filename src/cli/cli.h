@@ -29,7 +29,7 @@ void cli_estimate_warn(const char *cmd, const ts_estimate_result *r);
 /* The quality summary on stderr (per well, then the verdict). */
 void cli_estimate_summary(const char *cmd, const ts_estimate_result *r);
 /* The --json summary of an estimate run on stdout. */
-void cli_estimate_report(const ts_estimate_result *r, double seconds);
+struct json_t *cli_estimate_json(const ts_estimate_result *r, double seconds);
 /* Parses argv[*i] if it is a fuse option (shared by fuse and stitch):
  * returns 1 if consumed (advancing *i past its value), 0 if not a fuse
  * option, -1 on a bad value (usage error printed). */

@@ -1,4 +1,5 @@
 /* tessera estimate: register neighbouring tiles and solve tile positions. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,62 +116,50 @@ static const char *verdict_name(ts_verdict v) {
     return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap_wrong" : "implausible";
 }
 
-static void json_number(double v, int digits) {
-    if (isfinite(v)) printf("%.*f", digits, v);
-    else printf("null");
+/* A figure rounded to digits decimals, null when not finite (no trusted
+ * pairs). */
+static json_t *number(double v, int digits) {
+    if (!isfinite(v)) return json_null();
+    double m = pow(10, digits);
+    return json_real(round(v * m) / m);
 }
 
-/* One direction's check as JSON; the same names in the plate and per-well
- * objects. */
-static void json_overlap(const ts_overlap_qc *q) {
-    printf("{\"pairs\": %lld, \"measured\": %lld, \"trusted\": %lld, \"outliers\": %lld, \"nominal\": %d, "
-           "\"overlap\": ", (long long)q->pairs, (long long)q->measured, (long long)q->trusted,
-           (long long)q->outliers, q->nominal);
-    json_number(q->overlap, 2);
-    printf(", \"spread\": ");
-    json_number(q->spread, 2);
-    printf(", \"confidence_quartiles\": [");
-    for (int k = 0; k < 3; k++) {
-        if (k) printf(", ");
-        json_number(q->conf_q[k], 3);
-    }
-    printf("], \"wide_strips\": %s}", q->probed ? "true" : "false");
+/* One direction's check; the same names in the plate and per-well objects. */
+static json_t *overlap_json(const ts_overlap_qc *q) {
+    return json_pack("{s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:[o,o,o], s:b}", "pairs", (json_int_t)q->pairs, "measured",
+                     (json_int_t)q->measured, "trusted", (json_int_t)q->trusted, "outliers", (json_int_t)q->outliers,
+                     "nominal", q->nominal, "overlap", number(q->overlap, 2), "spread", number(q->spread, 2),
+                     "confidence_quartiles", number(q->conf_q[0], 3), number(q->conf_q[1], 3),
+                     number(q->conf_q[2], 3), "wide_strips", q->probed);
 }
 
-void cli_estimate_report(const ts_estimate_result *r, double seconds) {
-    printf("{\"wells\": %d, \"tiles\": %lld, \"pairs\": %lld, \"unmatched_pairs\": %lld, "
-           "\"low_confidence_pairs\": %lld, "
-           "\"outlier_pairs\": %lld, \"isolated_tiles\": %lld, \"max_components\": %d, "
-           "\"tile_reads\": %lld, \"peak_cache_bytes\": %zu, \"strip_right\": [%d, %d], "
-           "\"strip_below\": [%d, %d], \"seconds\": %.3f, \"pairs_per_second\": %.1f, ",
-           r->wells, (long long)r->tiles, (long long)r->pairs, (long long)r->unmatched_pairs,
-           (long long)r->low_confidence_pairs,
-           (long long)r->outlier_pairs, (long long)r->isolated_tiles, r->max_components,
-           (long long)r->tile_reads, r->peak_cache_bytes, r->strip_shape[0][0],
-           r->strip_shape[0][1], r->strip_shape[1][0], r->strip_shape[1][1], seconds,
-           seconds > 0 ? (double)r->pairs / seconds : 0.0);
-    printf("\"verdict\": \"%s\", \"written\": %s, \"message\": ", verdict_name(r->verdict),
-           r->written ? "true" : "false");
-    cli_json_string(r->verdict_message);
-    printf(", \"x\": ");
-    json_overlap(&r->overlap[0]);
-    printf(", \"y\": ");
-    json_overlap(&r->overlap[1]);
-    printf(", \"well_qc\": [");
+/* The plate's check and the run's figures (estimate's and stitch's --json). */
+json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
+    json_t *wells = json_array();
     for (int i = 0; i < r->nwell_qc; i++) {
         const ts_estimate_well_qc *w = &r->well_qc[i];
-        printf("%s{\"well\": ", i ? ", " : "");
-        cli_json_string(w->well);
-        printf(", \"verdict\": \"%s\", \"isolated_tiles\": %lld, \"groups\": %d, \"max_residual\": ",
-               verdict_name(w->verdict), (long long)w->isolated, w->groups);
-        json_number(w->max_residual, 3);
-        printf(", \"x\": ");
-        json_overlap(&w->dir[0]);
-        printf(", \"y\": ");
-        json_overlap(&w->dir[1]);
-        printf("}");
+        json_array_append_new(wells, json_pack("{s:o, s:s, s:I, s:i, s:o, s:o, s:o}", "well", cli_json_path(w->well),
+                                               "verdict", verdict_name(w->verdict), "isolated_tiles",
+                                               (json_int_t)w->isolated, "groups", w->groups, "max_residual",
+                                               number(w->max_residual, 3), "x", overlap_json(&w->dir[0]), "y",
+                                               overlap_json(&w->dir[1])));
     }
-    printf("]}\n");
+    json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:[i,i], s:[i,i], s:o, s:o}", "wells",
+                          r->wells, "tiles", (json_int_t)r->tiles, "pairs", (json_int_t)r->pairs, "unmatched_pairs",
+                          (json_int_t)r->unmatched_pairs, "low_confidence_pairs", (json_int_t)r->low_confidence_pairs,
+                          "outlier_pairs", (json_int_t)r->outlier_pairs, "isolated_tiles",
+                          (json_int_t)r->isolated_tiles, "max_components", r->max_components, "tile_reads",
+                          (json_int_t)r->tile_reads, "peak_cache_bytes", (json_int_t)r->peak_cache_bytes,
+                          "strip_right", r->strip_shape[0][0], r->strip_shape[0][1], "strip_below",
+                          r->strip_shape[1][0], r->strip_shape[1][1], "seconds", number(seconds, 3),
+                          "pairs_per_second", number(seconds > 0 ? (double)r->pairs / seconds : 0.0, 1));
+    json_object_set_new(j, "verdict", json_string(verdict_name(r->verdict)));
+    json_object_set_new(j, "written", json_boolean(r->written));
+    json_object_set_new(j, "message", cli_json_path(r->verdict_message));
+    json_object_set_new(j, "x", overlap_json(&r->overlap[0]));
+    json_object_set_new(j, "y", overlap_json(&r->overlap[1]));
+    json_object_set_new(j, "well_qc", wells);
+    return j;
 }
 
 static void summary_dir(char axis, const ts_overlap_qc *q) {
@@ -270,7 +259,7 @@ int cmd_estimate(int argc, char **argv) {
     /* A failed check still says what was measured in --json (written:
      * false); stderr carries its one line. */
     if (st == TS_OK || res.verdict != TS_VERDICT_OK) {
-        if (com.json) cli_estimate_report(&res, cli_now() - t0);
+        if (com.json) cli_json_emit(cmd, input, o.output, cli_estimate_json(&res, cli_now() - t0));
     }
     if (st != TS_OK) {
         ts_estimate_result_free(&res);

@@ -130,22 +130,10 @@ int cmd_stitch(int argc, char **argv) {
     }
     double t2 = cli_now();
     cli_fuse_warn(cmd, &fr);
-    if (com.json) {
-        /* The estimate's report is its own text (cli_estimate_report). */
-        printf("{\"command\": \"stitch\", \"input\": ");
-        cli_json_string(input);
-        printf(", \"output\": ");
-        cli_json_string(output);
-        printf(", \"shifts\": ");
-        cli_json_string(shifts_out);
-        printf(", \"estimate\": ");
-        cli_estimate_report(&er, t1 - t0);
-        json_t *fj = cli_fuse_json(&fr, t2 - t1);
-        char *fs = json_dumps(fj, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(6));
-        printf(", \"fuse\": %s}\n", fs ? fs : "{}");
-        free(fs);
-        json_decref(fj);
-    }
+    if (com.json)
+        cli_json_emit(cmd, input, output,
+                      json_pack("{s:o, s:o, s:o}", "shifts", cli_json_path(shifts_out), "estimate",
+                                cli_estimate_json(&er, t1 - t0), "fuse", cli_fuse_json(&fr, t2 - t1)));
     ts_estimate_result_free(&er);
     return CLI_OK;
 }
