@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/strbuf.h"
 #include "tessera/tessera.h"
 #include "shifts/shifts.h"
 
@@ -23,47 +24,15 @@
 #define REPORT_ALL_SEAMS_MAX 20000
 #define REPORT_WORST 20
 
-typedef struct out_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} out_buf;
-
-static void put(out_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(out_buf *b, const char *fmt, ...) {
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n + 1;
-        char *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->data = p, b->cap = cap;
-    }
-}
-
 /* Text into HTML (element content and attribute values). */
-static void put_text(out_buf *b, const char *s) {
+static void put_text(ts_strbuf *b, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '<': put(b, "&lt;"); break;
-        case '>': put(b, "&gt;"); break;
-        case '&': put(b, "&amp;"); break;
-        case '"': put(b, "&quot;"); break;
-        default: put(b, "%c", *s);
+        case '<': ts_strbuf_printf(b, "&lt;"); break;
+        case '>': ts_strbuf_printf(b, "&gt;"); break;
+        case '&': ts_strbuf_printf(b, "&amp;"); break;
+        case '"': ts_strbuf_printf(b, "&quot;"); break;
+        default: ts_strbuf_put(b, s, 1);
         }
     }
 }
@@ -80,33 +49,33 @@ static void residual_rgb(double r, char *out, size_t n) {
     snprintf(out, n, "#%02x%02x00", red, green);
 }
 
-static void put_num(out_buf *b, double v, const char *unit) {
-    if (isfinite(v)) put(b, "%.2f%s", v, unit);
-    else put(b, "&ndash;");
+static void put_num(ts_strbuf *b, double v, const char *unit) {
+    if (isfinite(v)) ts_strbuf_printf(b, "%.2f%s", v, unit);
+    else ts_strbuf_printf(b, "&ndash;");
 }
 
-static void put_dir_table(out_buf *b, const ts_overlap_qc dir[2]) {
-    put(b, "<table class=\"qc\"><tr><th></th><th>pairs</th><th>measured</th><th>trusted</th><th>outliers</th>"
+static void put_dir_table(ts_strbuf *b, const ts_overlap_qc dir[2]) {
+    ts_strbuf_printf(b, "<table class=\"qc\"><tr><th></th><th>pairs</th><th>measured</th><th>trusted</th><th>outliers</th>"
            "<th>nominal overlap</th><th>measured overlap</th><th>spread (repeatability)</th>"
            "<th>confidence quartiles</th></tr>\n");
     for (int d = 0; d < 2; d++) {
         const ts_overlap_qc *q = &dir[d];
-        put(b, "<tr class=\"dir-%c\"><th>%c</th><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%d px</td>"
+        ts_strbuf_printf(b, "<tr class=\"dir-%c\"><th>%c</th><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%d px</td>"
                "<td class=\"overlap\">",
             d ? 'y' : 'x', d ? 'y' : 'x', (long long)q->pairs, (long long)q->measured, (long long)q->trusted,
             (long long)q->outliers, q->nominal);
         put_num(b, q->overlap, " px");
-        if (q->probed) put(b, " (wide strips)");
-        put(b, "</td><td>");
+        if (q->probed) ts_strbuf_printf(b, " (wide strips)");
+        ts_strbuf_printf(b, "</td><td>");
         put_num(b, q->spread, " px");
-        put(b, "</td><td>");
+        ts_strbuf_printf(b, "</td><td>");
         for (int k = 0; k < 3; k++) {
-            if (k) put(b, " / ");
+            if (k) ts_strbuf_printf(b, " / ");
             put_num(b, q->conf_q[k], "");
         }
-        put(b, "</td></tr>\n");
+        ts_strbuf_printf(b, "</td></tr>\n");
     }
-    put(b, "</table>\n");
+    ts_strbuf_printf(b, "</table>\n");
 }
 
 typedef struct seam {
@@ -120,22 +89,22 @@ static int worse_first(const void *x, const void *y) {
     return a->pair - b->pair;
 }
 
-static ts_status put_well(out_buf *b, const ts_shifts *s, const ts_well_shifts *w, const ts_estimate_well_qc *q,
+static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts *w, const ts_estimate_well_qc *q,
                           ts_error *err) {
     const int th = s->tile_shape[0], tw = s->tile_shape[1];
-    put(b, "<section class=\"well\" id=\"well-");
+    ts_strbuf_printf(b, "<section class=\"well\" id=\"well-");
     put_text(b, w->well);
-    put(b, "\"><h2>Well ");
+    ts_strbuf_printf(b, "\"><h2>Well ");
     put_text(b, w->well);
-    if (q) put(b, " <span class=\"verdict %s\">%s</span>", q->verdict == TS_VERDICT_OK ? "ok" : "bad",
+    if (q) ts_strbuf_printf(b, " <span class=\"verdict %s\">%s</span>", q->verdict == TS_VERDICT_OK ? "ok" : "bad",
                verdict_name(q->verdict));
-    put(b, "</h2>\n");
+    ts_strbuf_printf(b, "</h2>\n");
     if (q) {
-        put(b, "<p>%d tiles, %lld isolated (no usable pair: placed on the grid or the guess), %d connected "
+        ts_strbuf_printf(b, "<p>%d tiles, %lld isolated (no usable pair: placed on the grid or the guess), %d connected "
                "group%s, largest residual of a trusted pair ",
             w->ntiles, (long long)q->isolated, q->groups, q->groups == 1 ? "" : "s");
         put_num(b, q->max_residual, " px");
-        put(b, ".</p>\n");
+        ts_strbuf_printf(b, ".</p>\n");
         put_dir_table(b, q->dir);
     }
     /* Tiles with a usable pair (matched, not an outlier); the rest fell
@@ -162,18 +131,18 @@ static ts_status put_well(out_buf *b, const ts_shifts *s, const ts_well_shifts *
         if ((double)w->origin[t][1] + tw > W) W = (double)w->origin[t][1] + tw;
     }
     const double stroke = fmax(H, W) / 250;
-    put(b, "<figure><svg class=\"layout\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" "
+    ts_strbuf_printf(b, "<figure><svg class=\"layout\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" "
            "width=\"900\" height=\"%.0f\" preserveAspectRatio=\"xMinYMin meet\">\n"
            "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#111\"/>\n",
         W, H, fmin(900 * H / W, 900), W, H);
     for (int t = 0; t < w->ntiles; t++) {
         if (!w->has_origin[t]) continue;
-        put(b, "<rect class=\"tile%s\" x=\"%lld\" y=\"%lld\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+        ts_strbuf_printf(b, "<rect class=\"tile%s\" x=\"%lld\" y=\"%lld\" width=\"%d\" height=\"%d\" fill=\"%s\" "
                "stroke=\"#8888aa\" stroke-width=\"%.1f\"><title>",
             usable[t] ? "" : " fallback", (long long)w->origin[t][1], (long long)w->origin[t][0], tw, th,
             usable[t] ? "#2a2a33" : "#553300", stroke / 3);
         put_text(b, w->tiles[t]);
-        put(b, "%s</title></rect>\n", usable[t] ? "" : " (fallback: no usable pair)");
+        ts_strbuf_printf(b, "%s</title></rect>\n", usable[t] ? "" : " (fallback: no usable pair)");
     }
     qsort(seams, (size_t)nseams, sizeof *seams, worse_first);
     const int ndraw = w->ntiles > REPORT_ALL_SEAMS_MAX && nseams > 2000 ? 2000 : nseams;
@@ -185,17 +154,17 @@ static ts_status put_well(out_buf *b, const ts_shifts *s, const ts_well_shifts *
         if (pr->confidence < 0.1) snprintf(col, sizeof col, "#4080ff");
         else if (pr->outlier) snprintf(col, sizeof col, "#ff00ff");
         else residual_rgb(seams[i].residual, col, sizeof col);
-        put(b, "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"%s>"
+        ts_strbuf_printf(b, "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"%s>"
                "<title>",
             cls, g[1], g[0], g[3], g[2], col, stroke * (pr->outlier ? 1.6 : 1.0),
             pr->confidence < 0.5 ? " stroke-dasharray=\"6 4\"" : "");
         put_text(b, w->tiles[pr->a]);
-        put(b, " &ndash; ");
+        ts_strbuf_printf(b, " &ndash; ");
         put_text(b, w->tiles[pr->b]);
-        put(b, ": residual %.2f px, confidence %.2f%s</title></line>\n", seams[i].residual, pr->confidence,
+        ts_strbuf_printf(b, ": residual %.2f px, confidence %.2f%s</title></line>\n", seams[i].residual, pr->confidence,
             pr->outlier ? ", outlier" : "");
     }
-    put(b, "</svg><figcaption>Tiles at their solved positions. Seams: colour = residual (measured offset "
+    ts_strbuf_printf(b, "</svg><figcaption>Tiles at their solved positions. Seams: colour = residual (measured offset "
            "against the solved positions) <span class=\"swatch\" style=\"background:linear-gradient(90deg,#00ff00,"
            "#ffff00,#ff0000)\"></span> 0 / 1 / 2+ px; dashed = confidence below 0.5; "
            "<span class=\"swatch\" style=\"background:#ff00ff\"></span> outlier (not used by the solve); "
@@ -203,18 +172,18 @@ static ts_status put_well(out_buf *b, const ts_shifts *s, const ts_well_shifts *
            "<span class=\"swatch\" style=\"background:#553300\"></span> fallback tile (no usable pair).%s"
            "</figcaption></figure>\n",
         ndraw < nseams ? " Only the 2,000 worst seams of this large well are drawn." : "");
-    put(b, "<h3>Worst seams</h3>\n<table class=\"worst\"><tr><th>#</th><th>tile a</th><th>tile b</th>"
+    ts_strbuf_printf(b, "<h3>Worst seams</h3>\n<table class=\"worst\"><tr><th>#</th><th>tile a</th><th>tile b</th>"
            "<th>residual</th><th>confidence</th><th></th></tr>\n");
     for (int i = 0; i < nseams && i < REPORT_WORST; i++) {
         const ts_shift_pair *pr = &w->pairs[seams[i].pair];
-        put(b, "<tr><td>%d</td><td>", i + 1);
+        ts_strbuf_printf(b, "<tr><td>%d</td><td>", i + 1);
         put_text(b, w->tiles[pr->a]);
-        put(b, "</td><td>");
+        ts_strbuf_printf(b, "</td><td>");
         put_text(b, w->tiles[pr->b]);
-        put(b, "</td><td class=\"residual\">%.2f px</td><td>%.2f</td><td>%s</td></tr>\n", seams[i].residual,
+        ts_strbuf_printf(b, "</td><td class=\"residual\">%.2f px</td><td>%.2f</td><td>%s</td></tr>\n", seams[i].residual,
             pr->confidence, pr->outlier ? "outlier" : pr->confidence < 0.1 ? "no match" : "");
     }
-    put(b, "</table></section>\n");
+    ts_strbuf_printf(b, "</table></section>\n");
     free(usable), free(seams), free(segs);
     return TS_OK;
 }
@@ -228,14 +197,10 @@ ts_status ts_report_write(const char *html_path, const char *shifts_path, const 
         ts_shifts_free(s);
         return ts_fail(err, TS_ERR_FORMAT, "report %s: %s has no tile_shape", html_path, shifts_path);
     }
-    out_buf b = {malloc(65536), 0, 65536, false};
-    if (!b.data) {
-        ts_shifts_free(s);
-        return ts_fail(err, TS_ERR_NOMEM, "report %s", html_path);
-    }
-    put(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tessera QC: ");
+    ts_strbuf b = {0};
+    ts_strbuf_printf(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tessera QC: ");
     put_text(&b, shifts_path);
-    put(&b, "</title><style>\n"
+    ts_strbuf_printf(&b, "</title><style>\n"
             "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1000px}"
             "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:.2em .6em;"
             "text-align:right}th{background:#eee}.verdict{padding:.1em .5em;border-radius:.3em;color:#fff}"
@@ -244,15 +209,15 @@ ts_status ts_report_write(const char *html_path, const char *shifts_path, const 
             "svg.layout{display:block;border:1px solid #888}figcaption{font-size:.9em;margin:.3em 0 1em}\n"
             "</style></head><body>\n<h1>Stitching quality</h1>\n<p>Shifts file <code>");
     put_text(&b, shifts_path);
-    put(&b, "</code>: %d well%s.</p>\n", s->nwells, s->nwells == 1 ? "" : "s");
+    ts_strbuf_printf(&b, "</code>: %d well%s.</p>\n", s->nwells, s->nwells == 1 ? "" : "s");
     if (qc) {
-        put(&b, "<p class=\"plate-verdict\">Verdict: <span class=\"verdict %s\">%s</span>",
+        ts_strbuf_printf(&b, "<p class=\"plate-verdict\">Verdict: <span class=\"verdict %s\">%s</span>",
             qc->verdict == TS_VERDICT_OK ? "ok" : "bad", verdict_name(qc->verdict));
         if (qc->verdict_message[0]) {
-            put(&b, " ");
+            ts_strbuf_printf(&b, " ");
             put_text(&b, qc->verdict_message);
         }
-        put(&b, "</p>\n<p>%lld tiles, %lld pairs measured, %lld unmatched, %lld with confidence below 0.1, "
+        ts_strbuf_printf(&b, "</p>\n<p>%lld tiles, %lld pairs measured, %lld unmatched, %lld with confidence below 0.1, "
                 "%lld outliers, %lld isolated tiles.</p>\n",
             (long long)qc->tiles, (long long)qc->pairs, (long long)qc->unmatched_pairs,
             (long long)qc->low_confidence_pairs, (long long)qc->outlier_pairs, (long long)qc->isolated_tiles);
@@ -264,7 +229,7 @@ ts_status ts_report_write(const char *html_path, const char *shifts_path, const 
             if (!strcmp(qc->well_qc[k].well, s->wells[w].well)) q = &qc->well_qc[k];
         st = put_well(&b, s, &s->wells[w], q, err);
     }
-    put(&b, "<p><small>Written by tessera %s. How to read it: docs/qc.md.</small></p>\n</body></html>\n",
+    ts_strbuf_printf(&b, "<p><small>Written by tessera %s. How to read it: docs/qc.md.</small></p>\n</body></html>\n",
         ts_version());
     if (st == TS_OK && b.failed) st = ts_fail(err, TS_ERR_NOMEM, "report %s: out of memory", html_path);
     if (st == TS_OK) st = ts_write_file_atomic(html_path, b.data, b.len, err);

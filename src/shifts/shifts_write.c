@@ -6,6 +6,7 @@
 #include "shifts/shifts.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/strbuf.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -14,57 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct out_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} out_buf;
-
-static bool reserve(out_buf *b, size_t extra) {
-    if (b->failed) return false;
-    if (b->len + extra + 1 <= b->cap) return true;
-    size_t ncap = b->cap ? b->cap : 1 << 16;
-    while (ncap < b->len + extra + 1) ncap *= 2;
-    char *nd = realloc(b->data, ncap);
-    if (!nd) {
-        b->failed = true;
-        return false;
-    }
-    b->data = nd;
-    b->cap = ncap;
-    return true;
-}
-
-static void put(out_buf *b, const char *s, size_t n) {
-    if (!reserve(b, n)) return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-}
-
-static void puts_(out_buf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void putf(out_buf *b, const char *fmt, ...) TS_PRINTF(2, 3);
-static void putf(out_buf *b, const char *fmt, ...) {
-    if (!reserve(b, 256)) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->failed = true;
-        return;
-    }
-    if ((size_t)n >= b->cap - b->len) {
-        if (!reserve(b, (size_t)n)) return;
-        va_start(ap, fmt);
-        vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-    }
-    b->len += (size_t)n;
-}
-
 /* Shortest of %.15g..%.17g that reads back exactly, made a YAML float. */
-static void put_double(out_buf *b, double v) {
+static void put_double(ts_strbuf *b, double v) {
     char s[40];
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(s, sizeof s, "%.*g", prec, v);
@@ -78,13 +30,13 @@ static void put_double(out_buf *b, double v) {
         strcpy(tail, e);
         snprintf(e, sizeof s - (size_t)(e - s), ".0%s", tail);
     }
-    puts_(b, s);
+    ts_strbuf_puts(b, s);
 }
 
 /* Derived values (solved positions, residuals) to 1e-6 px, formatted by hand:
  * printf/strtod round trips dominated writing a 167k-tile file. Always with a
  * '.' so YAML reads a float. */
-static void put_fixed6(out_buf *b, double v) {
+static void put_fixed6(ts_strbuf *b, double v) {
     if (!(fabs(v) < 1e12)) {
         put_double(b, v);
         return;
@@ -99,7 +51,7 @@ static void put_fixed6(out_buf *b, double v) {
     *--p = '.';
     do *--p = (char)('0' + ip % 10), ip /= 10; while (ip);
     if (q < 0) *--p = '-';
-    put(b, p, (size_t)(e - p));
+    ts_strbuf_put(b, p, (size_t)(e - p));
 }
 
 static bool plain_safe(const char *s) {
@@ -121,53 +73,53 @@ static bool plain_safe(const char *s) {
     return true;
 }
 
-static void put_name(out_buf *b, const char *s) {
+static void put_name(ts_strbuf *b, const char *s) {
     if (plain_safe(s)) {
-        puts_(b, s);
+        ts_strbuf_puts(b, s);
         return;
     }
-    put(b, "'", 1);
+    ts_strbuf_put(b, "'", 1);
     for (const char *p = s; *p; p++) {
-        if (*p == '\'') put(b, "'", 1);
-        put(b, p, 1);
+        if (*p == '\'') ts_strbuf_put(b, "'", 1);
+        ts_strbuf_put(b, p, 1);
     }
-    put(b, "'", 1);
+    ts_strbuf_put(b, "'", 1);
 }
 
 /* "A/1" + "/" + "000000" as one name. */
-static void put_key(out_buf *b, const char *well, const char *tile) {
+static void put_key(ts_strbuf *b, const char *well, const char *tile) {
     char key[80];
     snprintf(key, sizeof key, "%s/%s", well, tile);
     put_name(b, key);
 }
 
-static void write_translation(out_buf *b, const ts_shifts *s) {
-    puts_(b, "total_translation:");
+static void write_translation(ts_strbuf *b, const ts_shifts *s) {
+    ts_strbuf_puts(b, "total_translation:");
     bool any = false;
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
         for (int t = 0; t < w->ntiles; t++) {
             if (!w->has_origin[t]) continue;
-            puts_(b, "\n  ");
+            ts_strbuf_puts(b, "\n  ");
             any = true;
             put_key(b, w->well, w->tiles[t]);
-            putf(b, ": [%" PRId64 ", %" PRId64 "]", w->origin[t][0], w->origin[t][1]);
+            ts_strbuf_printf(b, ": [%" PRId64 ", %" PRId64 "]", w->origin[t][0], w->origin[t][1]);
         }
     }
-    puts_(b, any ? "\n" : " {}\n");
+    ts_strbuf_puts(b, any ? "\n" : " {}\n");
 }
 
-static void write_confidence(out_buf *b, const ts_shifts *s) {
+static void write_confidence(ts_strbuf *b, const ts_shifts *s) {
     bool any = false;
     for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].npairs > 0 || s->wells[wi].nedges > 0;
     if (!any) return;
-    puts_(b, "confidence:\n");
+    ts_strbuf_puts(b, "confidence:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
         if (w->npairs == 0 && w->nedges == 0) continue;
-        puts_(b, "  ");
+        ts_strbuf_puts(b, "  ");
         put_name(b, w->well);
-        puts_(b, ":");
+        ts_strbuf_puts(b, ":");
         int written = 0;
         if (w->npairs > 0) {
             /* Edge id = pair index, tiles as grid [x, y], as the old tool did. */
@@ -178,53 +130,53 @@ static void write_confidence(out_buf *b, const ts_shifts *s) {
                     !ts_position_grid(w->tiles[p->a], s->names_yx, &xa, &ya) ||
                     !ts_position_grid(w->tiles[p->b], s->names_yx, &xb, &yb))
                     continue;
-                putf(b, "\n    '%d': [[%d, %d], [%d, %d], ", i, xa, ya, xb, yb);
+                ts_strbuf_printf(b, "\n    '%d': [[%d, %d], [%d, %d], ", i, xa, ya, xb, yb);
                 put_double(b, p->confidence);
-                puts_(b, "]");
+                ts_strbuf_puts(b, "]");
                 written++;
             }
         } else {
             for (int i = 0; i < w->nedges; i++) {
                 const ts_shift_edge *e = &w->edges[i];
-                putf(b, "\n    '%d': [[%d, %d], [%d, %d], ", i, e->xa, e->ya, e->xb, e->yb);
+                ts_strbuf_printf(b, "\n    '%d': [[%d, %d], [%d, %d], ", i, e->xa, e->ya, e->xb, e->yb);
                 put_double(b, e->confidence);
-                puts_(b, "]");
+                ts_strbuf_puts(b, "]");
                 written++;
             }
         }
-        puts_(b, written ? "\n" : " {}\n");
+        ts_strbuf_puts(b, written ? "\n" : " {}\n");
     }
 }
 
-static void write_layout(out_buf *b, const ts_shifts *s) {
-    if (s->has_tile_shape) putf(b, "tile_shape: [%d, %d]\n", s->tile_shape[0], s->tile_shape[1]);
+static void write_layout(ts_strbuf *b, const ts_shifts *s) {
+    if (s->has_tile_shape) ts_strbuf_printf(b, "tile_shape: [%d, %d]\n", s->tile_shape[0], s->tile_shape[1]);
     if (s->has_orientation)
-        putf(b, "orientation: {flipud: %s, fliplr: %s, rot90: %d}\n", s->orientation.flipud ? "true" : "false",
+        ts_strbuf_printf(b, "orientation: {flipud: %s, fliplr: %s, rot90: %d}\n", s->orientation.flipud ? "true" : "false",
              s->orientation.fliplr ? "true" : "false", s->orientation.rot90);
-    putf(b, "names_yx: %s\n", s->names_yx ? "true" : "false");
+    ts_strbuf_printf(b, "names_yx: %s\n", s->names_yx ? "true" : "false");
     if (s->has_nominal_pitch) {
-        puts_(b, "nominal_pitch: [");
+        ts_strbuf_puts(b, "nominal_pitch: [");
         put_double(b, s->nominal_pitch[0]);
-        puts_(b, ", ");
+        ts_strbuf_puts(b, ", ");
         put_double(b, s->nominal_pitch[1]);
-        puts_(b, "]\n");
+        ts_strbuf_puts(b, "]\n");
     }
 }
 
-static void write_tiles(out_buf *b, const ts_shifts *s) {
+static void write_tiles(ts_strbuf *b, const ts_shifts *s) {
     if (s->nwells == 0) return;
-    puts_(b, "tiles:\n");
+    ts_strbuf_puts(b, "tiles:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
-        puts_(b, "  ");
+        ts_strbuf_puts(b, "  ");
         put_name(b, w->well);
-        puts_(b, ": [");
+        ts_strbuf_puts(b, ": [");
         for (int t = 0; t < w->ntiles; t++) {
             /* Break the flow list every 8 names to keep lines short. */
-            if (t) puts_(b, t % 8 ? ", " : ",\n    ");
+            if (t) ts_strbuf_puts(b, t % 8 ? ", " : ",\n    ");
             put_name(b, w->tiles[t]);
         }
-        puts_(b, "]\n");
+        ts_strbuf_puts(b, "]\n");
     }
 }
 
@@ -234,96 +186,96 @@ static bool any_pairs(const ts_shifts *s) {
     return false;
 }
 
-static void write_pairs(out_buf *b, const ts_shifts *s) {
+static void write_pairs(ts_strbuf *b, const ts_shifts *s) {
     if (!any_pairs(s)) return;
-    puts_(b, "pairs:\n");
+    ts_strbuf_puts(b, "pairs:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
         if (w->npairs == 0) continue;
-        puts_(b, "  ");
+        ts_strbuf_puts(b, "  ");
         put_name(b, w->well);
-        puts_(b, ":\n");
+        ts_strbuf_puts(b, ":\n");
         for (int i = 0; i < w->npairs; i++) {
             const ts_shift_pair *p = &w->pairs[i];
-            puts_(b, "  - [");
+            ts_strbuf_puts(b, "  - [");
             put_key(b, w->well, w->tiles[p->a]);
-            puts_(b, ", ");
+            ts_strbuf_puts(b, ", ");
             put_key(b, w->well, w->tiles[p->b]);
-            puts_(b, ", ");
+            ts_strbuf_puts(b, ", ");
             put_double(b, p->dy);
-            puts_(b, ", ");
+            ts_strbuf_puts(b, ", ");
             put_double(b, p->dx);
-            puts_(b, ", ");
+            ts_strbuf_puts(b, ", ");
             put_double(b, p->confidence);
-            puts_(b, "]\n");
+            ts_strbuf_puts(b, "]\n");
         }
     }
 }
 
-static void write_positions(out_buf *b, const ts_shifts *s) {
+static void write_positions(ts_strbuf *b, const ts_shifts *s) {
     bool any = false;
     for (int wi = 0; wi < s->nwells; wi++) any |= s->wells[wi].position != NULL;
     if (!any) return;
-    puts_(b, "positions:\n");
+    ts_strbuf_puts(b, "positions:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
         if (!w->position) continue;
         for (int t = 0; t < w->ntiles; t++) {
             if (!isfinite(w->position[t][0]) || !isfinite(w->position[t][1])) continue;
-            puts_(b, "  ");
+            ts_strbuf_puts(b, "  ");
             put_key(b, w->well, w->tiles[t]);
-            puts_(b, ": [");
+            ts_strbuf_puts(b, ": [");
             put_fixed6(b, w->position[t][0]);
-            puts_(b, ", ");
+            ts_strbuf_puts(b, ", ");
             put_fixed6(b, w->position[t][1]);
-            puts_(b, "]\n");
+            ts_strbuf_puts(b, "]\n");
         }
     }
 }
 
-static void write_residuals(out_buf *b, const ts_shifts *s) {
+static void write_residuals(ts_strbuf *b, const ts_shifts *s) {
     bool any = false;
     for (int wi = 0; wi < s->nwells; wi++)
         for (int i = 0; i < s->wells[wi].npairs && !any; i++)
             any = isfinite(s->wells[wi].pairs[i].ry) && isfinite(s->wells[wi].pairs[i].rx);
     if (!any) return;
-    puts_(b, "residuals:\n");
+    ts_strbuf_puts(b, "residuals:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
         if (w->npairs == 0) continue;
-        puts_(b, "  ");
+        ts_strbuf_puts(b, "  ");
         put_name(b, w->well);
-        puts_(b, ":\n");
+        ts_strbuf_puts(b, ":\n");
         /* One entry per pair (index = pair index); unknown residuals are
          * written as null. */
         for (int i = 0; i < w->npairs; i++) {
             const ts_shift_pair *p = &w->pairs[i];
             if (!isfinite(p->ry) || !isfinite(p->rx)) {
-                puts_(b, "  - null\n");
+                ts_strbuf_puts(b, "  - null\n");
                 continue;
             }
-            puts_(b, "  - [");
+            ts_strbuf_puts(b, "  - [");
             put_fixed6(b, p->ry);
-            puts_(b, ", ");
+            ts_strbuf_puts(b, ", ");
             put_fixed6(b, p->rx);
-            puts_(b, "]\n");
+            ts_strbuf_puts(b, "]\n");
         }
     }
 }
 
-static void write_outliers(out_buf *b, const ts_shifts *s) {
+static void write_outliers(ts_strbuf *b, const ts_shifts *s) {
     if (!any_pairs(s)) return;
-    puts_(b, "outliers:\n");
+    ts_strbuf_puts(b, "outliers:\n");
     for (int wi = 0; wi < s->nwells; wi++) {
         const ts_well_shifts *w = &s->wells[wi];
         if (w->npairs == 0) continue;
-        puts_(b, "  ");
+        ts_strbuf_puts(b, "  ");
         put_name(b, w->well);
-        puts_(b, ": [");
+        ts_strbuf_puts(b, ": [");
         int n = 0;
         for (int i = 0; i < w->npairs; i++)
-            if (w->pairs[i].outlier) putf(b, n++ ? ", %d" : "%d", i);
-        puts_(b, "]\n");
+            if (w->pairs[i].outlier) ts_strbuf_printf(b, n++ ? ", %d" : "%d", i);
+        ts_strbuf_puts(b, "]\n");
     }
 }
 
@@ -346,8 +298,8 @@ static ts_status check_model(const char *path, const ts_shifts *s, ts_error *err
 ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err) {
     ts_status st = check_model(path, s, err);
     if (st) return st;
-    out_buf b = {0};
-    puts_(&b, "# tessera shifts: integer tile origins [y, x] (min over a well = 0) and the\n"
+    ts_strbuf b = {0};
+    ts_strbuf_puts(&b, "# tessera shifts: integer tile origins [y, x] (min over a well = 0) and the\n"
               "# pairwise measurements they were solved from.\n");
     write_translation(&b, s);
     write_layout(&b, s);
