@@ -55,3 +55,8 @@ const char *ts_status_name(ts_status code) {
 }
 
 const char *ts_version(void) { return TESSERA_VERSION; }
+
+void ts_format_bytes(char *out, size_t n, size_t bytes) {
+    if (bytes >= ((size_t)1 << 30)) snprintf(out, n, "%.1f GiB", (double)bytes / (double)((size_t)1 << 30));
+    else snprintf(out, n, "%.0f MiB", (double)bytes / (double)((size_t)1 << 20));
+}

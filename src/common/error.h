@@ -20,6 +20,9 @@ ts_status ts_fail(ts_error *err, ts_status code, const char *fmt, ...) TS_PRINTF
  * can `return ts_fail_context(err, st, ...)`. */
 ts_status ts_fail_context(ts_error *err, ts_status code, const char *fmt, ...) TS_PRINTF(3, 4);
 
+/* A byte count for a message: "1.5 GiB", "192 MiB". */
+void ts_format_bytes(char *out, size_t n, size_t bytes);
+
 static inline void ts_error_clear(ts_error *err) {
     if (err) { err->code = TS_OK; err->message[0] = '\0'; }
 }

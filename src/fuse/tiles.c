@@ -86,11 +86,6 @@ static int cmp_shape(const void *pa, const void *pb) {
     return (a[1] > b[1]) - (a[1] < b[1]);
 }
 
-static void human_bytes(char *out, size_t n, size_t bytes) {
-    if (bytes >= ((size_t)1 << 30)) snprintf(out, n, "%.1f GiB", (double)bytes / (double)((size_t)1 << 30));
-    else snprintf(out, n, "%.0f MiB", (double)bytes / (double)((size_t)1 << 20));
-}
-
 /* Memory a tile needs whatever the block size: the weights of every
  * distinct tile shape (held for the whole well), the largest tile's decoded
  * plane and one worker's buffers at the smallest block (one chunk). Checked
@@ -125,11 +120,11 @@ static ts_status check_tile_memory(const fuse_well *W, ts_error *err) {
     const fuse_tile *t = &W->tiles[big];
     const ts_well_info *well = &W->plate->wells[W->w];
     char need_s[32], w_s[32], p_s[32], mem_s[32], use_s[32];
-    human_bytes(need_s, sizeof need_s, need);
-    human_bytes(w_s, sizeof w_s, weights);
-    human_bytes(p_s, sizeof p_s, plane);
-    human_bytes(mem_s, sizeof mem_s, W->opt->memory);
-    human_bytes(use_s, sizeof use_s, usable);
+    ts_format_bytes(need_s, sizeof need_s, need);
+    ts_format_bytes(w_s, sizeof w_s, weights);
+    ts_format_bytes(p_s, sizeof p_s, plane);
+    ts_format_bytes(mem_s, sizeof mem_s, W->opt->memory);
+    ts_format_bytes(use_s, sizeof use_s, usable);
     int64_t nc = t->C < W->L.C ? t->C : W->L.C;
     return ts_fail(err, TS_ERR_NOMEM,
                    "tile %s/%s of plate %s is %lldx%lld px (%lld channel%s, %s): fusing it needs %s (blending "

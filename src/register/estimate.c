@@ -8,6 +8,7 @@
  * in vertical bands of grid columns, row by row inside a band, so that a
  * tile's (at most four) uses are close together in time. */
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ typedef struct est_ctx {
     int64_t ntiles;
     int64_t raw_h, raw_w; /* tile plane before orientation */
     int64_t h, w;         /* after orientation */
+    char probe[64];       /* the tile they were read from ("A/1/000000"), for messages */
     ts_strip_geometry geom[2];
     ts_register_options reg;
     edge *edges;
@@ -343,6 +345,7 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
             return ts_fail(err, TS_ERR_FORMAT, "%s/%s: empty tile (%lldx%lld px)", path, meta.level_paths[0],
                            (long long)c->raw_h, (long long)c->raw_w);
         ts_orient_shape(&c->opt->orientation, c->raw_h, c->raw_w, &c->h, &c->w);
+        snprintf(c->probe, sizeof c->probe, "%s/%s", c->plate->wells[w].path, c->plate->wells[w].positions[0]);
         return TS_OK;
     }
     return ts_fail(err, TS_ERR_FORMAT, "%s: no positions in the selected wells", c->plate->path);
@@ -403,13 +406,30 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
                                                          &c->guess, &c->guess_origin, err)) != TS_OK)
         return st;
 
+    /* Memory follows --cache, not what the tiles claim: the cache holds
+     * float32 tiles, a worker registers a pair of them, so a pair must fit
+     * it (a plate claiming 20000^2 px tiles decoded 1.6 GB per tile whatever
+     * --cache said), and no more workers run than pairs fit. */
+    size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
+    if (c->h > (1 << 30) || c->w > (1 << 30) || tile_bytes / (size_t)c->h / sizeof(float) != (size_t)c->w ||
+        tile_bytes > opt->cache_bytes / 2) {
+        char need[32], have[32];
+        ts_format_bytes(need, sizeof need, c->h > (1 << 30) || c->w > (1 << 30) ? SIZE_MAX : 2 * tile_bytes);
+        ts_format_bytes(have, sizeof have, opt->cache_bytes);
+        return ts_fail(err, TS_ERR_NOMEM, "tile %s of plate %s is %lldx%lld px: registering a pair holds two "
+                       "such tiles as float32, %s, beyond --cache %s; give more --cache", c->probe,
+                       c->plate->path, (long long)c->h, (long long)c->w, need, have);
+    }
+    int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
     ts_pool *pool = *poolp = c->pool = ts_pool_create(opt->threads);
+    if (pool && ts_pool_size(pool) > fit / 2) {
+        ts_pool_destroy(pool);
+        pool = *poolp = c->pool = ts_pool_create((int)(fit / 2));
+    }
     if (!pool) return ts_fail(err, TS_ERR_NOMEM, "could not start threads");
     int nthreads = ts_pool_size(pool);
     /* Band width: about half the tiles the cache holds, less what the
      * workers keep in flight, so two grid rows of a band stay resident. */
-    size_t tile_bytes = (size_t)(c->h * c->w) * sizeof(float);
-    int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
     int64_t band = (fit - 2 * nthreads) / 2;
     *band_width = band < 1 ? 1 : band > 1000000 ? 1000000 : (int)band;
     return TS_OK;

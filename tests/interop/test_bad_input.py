@@ -239,9 +239,15 @@ def data_errors_exit_1(plate):
         for pos in os.listdir(os.path.join(tall, w)):
             if pos.isdigit():
                 set_shape(os.path.join(tall, w, pos, "0"), 3, 31610880)
-    p = run("estimate", tall, "-o", os.path.join(TMP, "t.yaml"), "--overlap", "20", "--threads", "1", limit_mb=4096)
+    # (a --cache that holds a pair of them, so that the registrar is what
+    # does not fit; at the default --cache the pair is refused first)
+    p = run("estimate", tall, "-o", os.path.join(TMP, "t.yaml"), "--overlap", "20", "--threads", "1",
+            "--cache", "16G", limit_mb=4096)
     refused(p, "estimate, 31610880-row tiles", "registering tiles A/1/000000 and A/1/001000 (31610880x48 px) of plate",
             "tall.zarr", "registrar")
+    p = run("estimate", tall, "-o", os.path.join(TMP, "t.yaml"), "--overlap", "20", "--threads", "1", limit_mb=4096)
+    refused(p, "estimate, 31610880-row tiles at the default --cache", "tile A/1/000000 of plate", "31610880x48",
+            "beyond --cache 1.0 GiB")
 
 
 def weights_memory(plate, truth):
@@ -268,6 +274,12 @@ def weights_memory(plate, truth):
             set_shape(os.path.join(big, "A", "1", pos, "0"), 4, 60000)
     p = run("fuse", big, s, "-o", out, "--memory", "2G", "--wells", "A/1", limit_mb=4096)
     refused(p, "60000^2 tile at --memory 2G", "tile A/1/000000", "60000x60000", "--memory")
+    # estimate too: a pair of such tiles is held as float32 in its cache,
+    # which --cache bounds (it decoded them whatever --cache said)
+    e = os.path.join(TMP, "big_est.yaml")
+    p = run("estimate", big, "-o", e, "--overlap", "10", "--wells", "A/1", "--cache", "1G", limit_mb=2048)
+    refused(p, "60000^2 tiles, estimate --cache 1G", "tile", "A/1/000000", "60000x60000", "--cache 1.0 GiB")
+    check(not os.path.exists(e), "estimate on 60000^2 tiles wrote a shifts file")
 
 
 def main():
