@@ -19,4 +19,11 @@ static int scratch_setup(const char *name) {
 
 static void scratch_teardown(void) { ts_remove_tree(scratch_dir, NULL); }
 
+/* scratch_dir/name (a static buffer: valid until the next call). */
+static inline const char *tmp_path(const char *name) {
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "%s/%s", scratch_dir, name);
+    return buf;
+}
+
 #endif

@@ -25,6 +25,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "tessera/tessera.h"
+#include "bombs.h"
 #include "scratch_dir.h"
 
 /* The most an import of these small images may raise the peaks by (the
@@ -41,18 +42,6 @@ static int teardown(void **state) {
     (void)state;
     scratch_teardown();
     return 0;
-}
-
-static long status_kb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':') v = atol(line + n + 1);
-    fclose(f);
-    return v;
 }
 
 /* ------------------------------------------------- hand-made TIFF files */
@@ -110,31 +99,6 @@ static void craft(const char *path, uint32_t w, uint32_t h, uint16_t compression
         t[n++] = (tag){279, 4, (uint32_t)ndata};
     }
     write_tiff(path, t, n, data, ndata);
-}
-
-static unsigned char *deflate_zeros(size_t total, size_t *n) {
-    static const unsigned char zeros[1 << 20];
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    assert_int_equal(deflateInit(&zs, 1), Z_OK);
-    size_t cap = total / 100 + (1 << 16);
-    unsigned char *out = malloc(cap);
-    assert_non_null(out);
-    zs.next_out = out;
-    zs.avail_out = (uInt)cap;
-    int r = Z_OK;
-    for (size_t left = total; r != Z_STREAM_END;) {
-        size_t k = left < sizeof zeros ? left : sizeof zeros;
-        left -= k;
-        zs.next_in = (Bytef *)zeros;
-        zs.avail_in = (uInt)k;
-        do r = deflate(&zs, left ? Z_NO_FLUSH : Z_FINISH);
-        while (r == Z_OK && zs.avail_in > 0);
-        assert_true(r == Z_OK || r == Z_STREAM_END);
-    }
-    *n = zs.total_out;
-    deflateEnd(&zs);
-    return out;
 }
 
 /* --------------------------------------------------------------- import */
@@ -229,7 +193,7 @@ static void test_huge_declared_tile(void **state) {
 static void test_deflate_tile_bomb(void **state) {
     (void)state;
     size_t n;
-    unsigned char *z = deflate_zeros((size_t)8192 * 8192 * 2, &n);
+    unsigned char *z = deflate_zeros((size_t)8192 * 8192 * 2, 1, &n);
     craft(tile_file("tilebomb"), 24, 20, 8, 8192, 8192, z, n);
     free(z);
     expect_refused("tilebomb", TS_ERR_FORMAT, "(TileWidth 8192, TileLength 8192) for a 24x20 image");

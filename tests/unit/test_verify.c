@@ -20,12 +20,6 @@
 #include "zarr/zarr.h"
 #include "scratch_dir.h"
 
-static const char *tmp_path(const char *name) {
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "%s/%s", scratch_dir, name);
-    return buf;
-}
-
 static int setup(void **state) {
     (void)state;
     return scratch_setup("test_verify");

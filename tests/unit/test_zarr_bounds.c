@@ -29,6 +29,7 @@
 #include "common/fs.h"
 #include "zarr/zarr.h"
 #include "zarr/zarr_internal.h"
+#include "bombs.h"
 #include "scratch_dir.h"
 
 /* A bomb must not raise the peak resident size by more than this (the
@@ -46,26 +47,15 @@ static int teardown(void **state) {
     return 0;
 }
 
-static long status_kb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    assert_non_null(f);
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':') v = atol(line + n + 1);
-    fclose(f);
-    assert_true(v >= 0);
-    return v;
-}
-
 /* Resets the peak resident size (Linux 4.0+); returns the current one. */
 static long reset_peak_kb(void) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
     assert_non_null(f);
     assert_true(fputs("5", f) >= 0);
     assert_int_equal(fclose(f), 0);
-    return status_kb("VmRSS");
+    long kb = status_kb("VmRSS");
+    assert_true(kb >= 0);
+    return kb;
 }
 
 static void write_bytes(const char *path, const void *data, size_t n) {
@@ -110,7 +100,6 @@ static void v2_array(const char *dir, const char *compressor, const char *filter
 #define TRANSPOSE_BYTES "{\"name\":\"transpose\",\"configuration\":{\"order\":[1,0]}},{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}"
 #define ZSTD "{\"name\":\"zstd\",\"configuration\":{\"level\":1,\"checksum\":false}}"
 
-static const unsigned char zeros[1 << 20];
 
 /* total zero bytes as one zstd frame from libzstd's streaming encoder, with
  * its content size in the header when pledged. */
@@ -124,9 +113,9 @@ static void *zstd_zeros(size_t total, bool pledge, size_t *n) {
     assert_non_null(out);
     ZSTD_outBuffer ob = {out, cap, 0};
     for (size_t left = total; left > 0;) {
-        size_t k = left < sizeof zeros ? left : sizeof zeros;
+        size_t k = left < sizeof bomb_zeros ? left : sizeof bomb_zeros;
         left -= k;
-        ZSTD_inBuffer ib = {zeros, k, 0};
+        ZSTD_inBuffer ib = {bomb_zeros, k, 0};
         size_t r;
         do {
             r = ZSTD_compressStream2(cc, &ob, &ib, left ? ZSTD_e_continue : ZSTD_e_end);
@@ -138,33 +127,6 @@ static void *zstd_zeros(size_t total, bool pledge, size_t *n) {
     return out;
 }
 
-/* total zero bytes deflated into a zlib stream. */
-static void *deflate_zeros(size_t total, size_t *n) {
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    assert_int_equal(deflateInit(&zs, 6), Z_OK);
-    size_t cap = total / 500 + (1 << 16);
-    unsigned char *out = malloc(cap);
-    assert_non_null(out);
-    zs.next_out = out;
-    zs.avail_out = (uInt)cap;
-    int r = Z_OK;
-    for (size_t left = total; r != Z_STREAM_END;) {
-        size_t k = left < sizeof zeros ? left : sizeof zeros;
-        left -= k;
-        zs.next_in = (Bytef *)zeros;
-        zs.avail_in = (uInt)k;
-        do r = deflate(&zs, left ? Z_NO_FLUSH : Z_FINISH);
-        while (r == Z_OK && zs.avail_in > 0);
-        assert_true(r == Z_OK || r == Z_STREAM_END);
-    }
-    *n = zs.total_out;
-    deflateEnd(&zs);
-    return out;
-}
-
-/* Reads the whole 64x64 array at dir; returns the status, with the message
- * in err and the rise of the peak resident size in *rss_kb. */
 static ts_status read_all(const char *dir, ts_error *err, long *rss_kb) {
     tz_array *a = NULL;
     ts_status st = tz_array_open(dir, &a, err);
@@ -248,7 +210,7 @@ static void test_v2_zlib_filter_bomb(void **state) {
     const char *dir = array_dir("v2zlib");
     v2_array(dir, "{\"id\":\"zlib\",\"level\":1}", "[{\"id\":\"zlib\",\"level\":1}]");
     size_t n;
-    void *bomb = deflate_zeros((size_t)96 << 20, &n);
+    void *bomb = deflate_zeros((size_t)96 << 20, 6, &n);
     char file[1200];
     snprintf(file, sizeof file, "%s/0.0", dir);
     write_bytes(file, bomb, n);
