@@ -139,10 +139,31 @@ static ts_status list_dirs(const char *dir, char ***names, size_t *n, ts_error *
 
 static vf_where listing(const vf_ctx *c) { return (vf_where){c->nunits, -1, -1, -1}; }
 
-/* An OME image met while walking a group: one unit for its levels; its
- * level directories are not walked again (the rest are, e.g. labels). */
 static ts_status walk(vf_ctx *c, const char *rel, int depth, ts_error *err);
 
+/* Walks dir's subdirectories in name order, one level deeper, except those
+ * that are levels of the image `levels` (NULL: none skipped). */
+static ts_status walk_children(vf_ctx *c, const char *rel, const char *dir, int depth, const ts_image_meta *levels,
+                               ts_error *err) {
+    char **names;
+    size_t n;
+    ts_status st = list_dirs(dir, &names, &n, err);
+    for (size_t i = 0; i < n && !st; i++) {
+        bool level = false;
+        for (int l = 0; levels && l < levels->nlevels && !level; l++)
+            level = strcmp(levels->level_paths[l], names[i]) == 0;
+        if (level) continue;
+        char child[4096];
+        join(child, sizeof child, rel, names[i]);
+        st = walk(c, child, depth + 1, err);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return st;
+}
+
+/* An OME image met while walking a group: one unit for its levels; its
+ * level directories are not walked again (the rest are, e.g. labels). */
 static ts_status walk_image(vf_ctx *c, const char *rel, const char *dir, int depth, ts_error *err) {
     ts_image_meta meta;
     ts_ome_version ver;
@@ -155,20 +176,7 @@ static ts_status walk_image(vf_ctx *c, const char *rel, const char *dir, int dep
         ts_status st = add_unit(c, VF_IMAGE, -1, -1, rel, err);
         if (st) return st;
     }
-    char **names;
-    size_t n;
-    ts_status st = list_dirs(dir, &names, &n, err);
-    for (size_t i = 0; i < n && !st; i++) {
-        bool level = false;
-        for (int l = 0; ok && l < meta.nlevels && !level; l++) level = strcmp(meta.level_paths[l], names[i]) == 0;
-        if (level) continue;
-        char child[4096];
-        join(child, sizeof child, rel, names[i]);
-        st = walk(c, child, depth + 1, err);
-    }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return st;
+    return walk_children(c, rel, dir, depth, ok ? &meta : NULL, err);
 }
 
 static ts_status walk(vf_ctx *c, const char *rel, int depth, ts_error *err) {
@@ -184,17 +192,7 @@ static ts_status walk(vf_ctx *c, const char *rel, int depth, ts_error *err) {
     if (depth >= WALK_DEPTH) return TS_OK;
     /* Groups, and directories without metadata (implicit groups of v2
      * stores): the arrays below them are checked. */
-    char **names;
-    size_t n;
-    ts_status st = list_dirs(dir, &names, &n, err);
-    for (size_t i = 0; i < n && !st; i++) {
-        char child[4096];
-        join(child, sizeof child, rel, names[i]);
-        st = walk(c, child, depth + 1, err);
-    }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return st;
+    return walk_children(c, rel, dir, depth, NULL, err);
 }
 
 static ts_status list_plate(vf_ctx *c, ts_error *err) {
