@@ -5,17 +5,10 @@
  * not open is a problem of that image or level; the rest is still checked. */
 #include "verify/verify_internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 static ts_verify_kind open_kind(ts_status st) {
     return st == TS_ERR_UNSUPPORTED ? TS_VERIFY_UNSUPPORTED : st == TS_ERR_IO ? TS_VERIFY_IO : TS_VERIFY_METADATA;
-}
-
-static void join(char *out, size_t n, const char *a, const char *b) {
-    if (!*a) snprintf(out, n, "%s", b);
-    else if (!*b) snprintf(out, n, "%s", a);
-    else snprintf(out, n, "%s/%s", a, b);
 }
 
 static ts_status add_array(vf_ctx *c, int64_t u, int level, tz_array *arr, const char *rel, vf_array *out,
@@ -33,7 +26,7 @@ static ts_status add_array(vf_ctx *c, int64_t u, int level, tz_array *arr, const
 ts_status vf_open_unit(vf_ctx *c, int64_t u, vf_array *out, int *n, ts_error *err) {
     const vf_unit *un = &c->units[u];
     char dir[4200];
-    join(dir, sizeof dir, c->root, un->rel);
+    vf_join(dir, sizeof dir, c->root, un->rel);
     *n = 0;
     ts_error e;
     tz_array *arr = NULL;
@@ -55,7 +48,7 @@ ts_status vf_open_unit(vf_ctx *c, int64_t u, vf_array *out, int *n, ts_error *er
     atomic_fetch_add(&c->images, 1);
     for (int l = 0; l < meta.nlevels; l++) {
         char rel[4200];
-        join(rel, sizeof rel, un->rel, meta.level_paths[l]);
+        vf_join(rel, sizeof rel, un->rel, meta.level_paths[l]);
         if ((st = ts_image_open_array(dir, &meta, l, &arr, &e)) != TS_OK) {
             if (st == TS_ERR_NOMEM) return ts_fail(err, st, "%s", e.message);
             if ((st = vf_report(c, (vf_where){u, l, -1, -1}, open_kind(st), rel, "", -1, "%s", e.message)) != TS_OK)

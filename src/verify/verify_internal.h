@@ -94,6 +94,9 @@ ts_verify_kind vf_kind_of(ts_status st);
  * error only when the store is not a zarr node at all (or out of memory). */
 ts_status vf_discover(vf_ctx *c, ts_error *err);
 void vf_units_free(vf_ctx *c);
+/* a/b into out (n bytes); an empty a or b is left out, so the store's
+ * root joins as itself and relative paths stay relative. */
+void vf_join(char *out, size_t n, const char *a, const char *b);
 
 /* open.c: opens the arrays of unit u into out[0..TS_MAX_LEVELS), reporting
  * what is missing; *n arrays opened. */

@@ -43,7 +43,7 @@ void vf_units_free(vf_ctx *c) {
     c->nunits = c->units_cap = 0;
 }
 
-static void join(char *out, size_t n, const char *a, const char *b) {
+void vf_join(char *out, size_t n, const char *a, const char *b) {
     if (!*b) snprintf(out, n, "%s", a);
     else if (!*a) snprintf(out, n, "%s", b);
     else snprintf(out, n, "%s/%s", a, b);
@@ -154,7 +154,7 @@ static ts_status walk_children(vf_ctx *c, const char *rel, const char *dir, int 
             level = strcmp(levels->level_paths[l], names[i]) == 0;
         if (level) continue;
         char child[4096];
-        join(child, sizeof child, rel, names[i]);
+        vf_join(child, sizeof child, rel, names[i]);
         st = walk(c, child, depth + 1, err);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
@@ -181,7 +181,7 @@ static ts_status walk_image(vf_ctx *c, const char *rel, const char *dir, int dep
 
 static ts_status walk(vf_ctx *c, const char *rel, int depth, ts_error *err) {
     char dir[4200], why[1024];
-    join(dir, sizeof dir, c->root, rel);
+    vf_join(dir, sizeof dir, c->root, rel);
     json_t *ome = NULL;
     node_kind kind = read_node(dir, &ome, why, sizeof why);
     if (kind == NODE_BAD) return vf_report(c, listing(c), TS_VERIFY_METADATA, rel, "", -1, "%s", why);
