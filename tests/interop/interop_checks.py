@@ -47,3 +47,13 @@ def tree_digest(root):
             with open(full, "rb") as fh:
                 out[os.path.relpath(full, root)] = hashlib.sha256(fh.read()).hexdigest()
     return out
+
+
+def crc32c(data):
+    """Bitwise CRC32C from its definition (numcodecs 0.11 has no CRC32C codec)."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF

@@ -129,5 +129,15 @@ check(not os.path.exists(path("never.zarr")), "--resume with nothing to resume c
 p = run("fuse", PLATE, path("truth.yaml"), "-o", path("never.zarr"), "--resume", "--t-out", "0", ok=False)
 check(p.returncode == 2 and "--t-out" in p.stderr, f"--resume --t-out: {p.stderr!r}")
 
+# Long input paths (a manifest of over 2 KiB, once refused as "run manifest
+# longer than 2304 bytes"): the manifest grows with what it holds.
+deep = path(*(["d" * 240] * 5))
+os.makedirs(deep)
+run("simulate", "-o", os.path.join(deep, "plate.zarr"), "--grid", "2x2", "--tile", "64x64", "--overlap", "16",
+    "--seed", "3", "--truth", os.path.join(deep, "truth.yaml"))
+p = run("fuse", os.path.join(deep, "plate.zarr"), os.path.join(deep, "truth.yaml"), "-o", path("deep.zarr"),
+        "--threads", "1", ok=False)
+check(p.returncode == 0 and os.path.isdir(path("deep.zarr")), f"fuse from {len(deep)}-char paths: {p.stderr!r}")
+
 shutil.rmtree(TMP, ignore_errors=True)
 finish()

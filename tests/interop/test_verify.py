@@ -20,7 +20,7 @@ import numpy as np
 import zarr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interop_checks import check, finish  # noqa: E402
+from interop_checks import crc32c, check, finish  # noqa: E402
 import interop_checks  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="verify_", dir=os.environ.get("TESSERA_TEST_TMP"))
@@ -40,15 +40,6 @@ def verify(store, *flags):
     except ValueError:
         check(False, f"verify {store} --json is not one JSON document: {p.stdout!r} {p.stderr!r}")
         return p.returncode, None, p
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def meta(array_dir):

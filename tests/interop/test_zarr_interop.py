@@ -20,6 +20,9 @@ import numpy as np
 import zarr
 import numcodecs
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interop_checks import crc32c  # noqa: E402
+
 TOOL = os.environ.get("TESSERA_ZARR_TOOL")
 SOURCE = os.environ.get("TESSERA_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTDATA = os.environ.get("TESSERA_TESTDATA", os.path.join(SOURCE, "..", "shared", "testdata"))
@@ -68,16 +71,6 @@ def zarrita_dump(pairs):
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def crc32c(data):
-    """Bitwise CRC32C from its definition (numcodecs 0.11 has no CRC32C codec)."""
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 assert crc32c(b"123456789") == 0xE3069283
