@@ -19,6 +19,19 @@ static int scratch_setup(const char *name) {
 
 static void scratch_teardown(void) { ts_remove_tree(scratch_dir, NULL); }
 
+/* The cmocka group fixtures of a test program using a scratch directory:
+ * SCRATCH_FIXTURES("test_x") defines setup and teardown. */
+#define SCRATCH_FIXTURES(name)                                                                               \
+    static int setup(void **state) {                                                                         \
+        (void)state;                                                                                         \
+        return scratch_setup(name);                                                                          \
+    }                                                                                                        \
+    static int teardown(void **state) {                                                                      \
+        (void)state;                                                                                         \
+        scratch_teardown();                                                                                  \
+        return 0;                                                                                            \
+    }
+
 /* scratch_dir/name (a static buffer: valid until the next call). */
 static inline const char *tmp_path(const char *name) {
     static char buf[1024];

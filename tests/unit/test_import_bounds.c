@@ -33,16 +33,7 @@
 #define VM_SLACK_KB (256 * 1024)
 #define RSS_SLACK_KB (48 * 1024)
 
-static int setup(void **state) {
-    (void)state;
-    return scratch_setup("test_import_bounds");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    scratch_teardown();
-    return 0;
-}
+SCRATCH_FIXTURES("test_import_bounds")
 
 /* ------------------------------------------------- hand-made TIFF files */
 

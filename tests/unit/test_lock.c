@@ -23,16 +23,7 @@
 #include "common/staged.h"
 #include "scratch_dir.h"
 
-static int setup(void **state) {
-    (void)state;
-    return scratch_setup("test_lock");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    scratch_teardown();
-    return 0;
-}
+SCRATCH_FIXTURES("test_lock")
 
 static char *read_text(const char *path) {
     void *data = NULL;

@@ -20,16 +20,7 @@
 #include "zarr/zarr.h"
 #include "scratch_dir.h"
 
-static int setup(void **state) {
-    (void)state;
-    return scratch_setup("test_verify");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    scratch_teardown();
-    return 0;
-}
+SCRATCH_FIXTURES("test_verify")
 
 /* A 2D uint16 array H x W in shards of S x S, inner chunks of I x I, zstd;
  * every pixel non-zero except the first inner chunk of every shard (the

@@ -19,16 +19,7 @@
 #include "zarr/zarr.h"
 #include "scratch_dir.h"
 
-static int setup(void **state) {
-    (void)state;
-    return scratch_setup("test_zarr");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    scratch_teardown();
-    return 0;
-}
+SCRATCH_FIXTURES("test_zarr")
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rng(void) {

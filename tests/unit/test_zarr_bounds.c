@@ -36,16 +36,7 @@
  * chunks here are 8 KiB, the bombs 96 MiB to 1 GiB). */
 #define RSS_SLACK_KB (24 * 1024)
 
-static int setup(void **state) {
-    (void)state;
-    return scratch_setup("test_zarr_bounds");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    scratch_teardown();
-    return 0;
-}
+SCRATCH_FIXTURES("test_zarr_bounds")
 
 /* Resets the peak resident size (Linux 4.0+); returns the current one. */
 static long reset_peak_kb(void) {

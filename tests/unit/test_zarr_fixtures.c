@@ -23,16 +23,7 @@
 #define TD TESSERA_TESTDATA
 
 
-static int setup(void **state) {
-    (void)state;
-    return scratch_setup("test_zarr_fixtures");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    scratch_teardown();
-    return 0;
-}
+SCRATCH_FIXTURES("test_zarr_fixtures")
 
 static void *read_all(const tz_array *a, size_t *nbytes) {
     const tz_array_meta *m = tz_array_get_meta(a);
