@@ -600,12 +600,12 @@ static ts_status restore_order(reader *r, int wi, const pending *pd) {
     /* An empty `tiles` list (the writer's for a well without tiles): the
      * well's arrays are NULL and there is nothing to reorder. */
     if (n == 0) return TS_OK;
-    int *newpos = malloc((size_t)(n ? n : 1) * sizeof *newpos);
-    int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    char (*tiles)[32] = malloc((size_t)(n ? n : 1) * sizeof *tiles);
-    int64_t (*origin)[2] = malloc((size_t)(n ? n : 1) * sizeof *origin);
-    bool *has = malloc((size_t)(n ? n : 1) * sizeof *has);
-    double (*pos)[2] = w->position ? malloc((size_t)(n ? n : 1) * sizeof *pos) : NULL;
+    int *newpos = malloc((size_t)n * sizeof *newpos);
+    int *order = malloc((size_t)n * sizeof *order);
+    char (*tiles)[32] = malloc((size_t)n * sizeof *tiles);
+    int64_t (*origin)[2] = malloc((size_t)n * sizeof *origin);
+    bool *has = malloc((size_t)n * sizeof *has);
+    double (*pos)[2] = w->position ? malloc((size_t)n * sizeof *pos) : NULL;
     ts_status st = TS_OK;
     if (!newpos || !order || !tiles || !origin || !has || (w->position && !pos)) {
         st = ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
