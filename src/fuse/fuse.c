@@ -16,6 +16,7 @@
 #include "common/lock.h"
 #include "common/outpath.h"
 #include "common/staged.h"
+#include "common/strbuf.h"
 #include "fuse/fuse_internal.h"
 #include "mpi/dist.h"
 #include "fuse/run_guard.h"
@@ -134,15 +135,9 @@ static ts_status find_interrupted(const ts_fuse_options *o, ts_staged *stage, ts
  * a run whose manifest is this run's, line for line. */
 static char *run_manifest(const ts_fuse_options *o, const ts_fuse_result *res, const fuse_well *wells, int nwells,
                           ts_error *err) {
-    size_t cap = 2048 + (size_t)nwells * 256, len = 0;
-    char *text = malloc(cap);
     void *shifts = NULL;
     size_t shifts_size = 0;
-    if (!text || ts_read_file(o->shifts, &shifts, &shifts_size, err) != TS_OK) {
-        if (!text) ts_fail(err, TS_ERR_NOMEM, "fuse: run manifest");
-        free(text);
-        return NULL;
-    }
+    if (ts_read_file(o->shifts, &shifts, &shifts_size, err) != TS_OK) return NULL;
     uLong crc = crc32(0L, Z_NULL, 0);
     for (size_t off = 0; off < shifts_size; off += 1u << 30) {
         size_t piece = shifts_size - off < (1u << 30) ? shifts_size - off : (1u << 30);
@@ -152,7 +147,8 @@ static char *run_manifest(const ts_fuse_options *o, const ts_fuse_result *res, c
     char in[4096] = "", sh[4096] = "";
     if (!realpath(o->input, in)) snprintf(in, sizeof in, "%s", o->input);
     if (!realpath(o->shifts, sh)) snprintf(sh, sizeof sh, "%s", o->shifts);
-#define LINE(...) len += (size_t)snprintf(text + len, cap > len ? cap - len : 0, __VA_ARGS__)
+    ts_strbuf text = {0};
+#define LINE(...) ts_strbuf_printf(&text, __VA_ARGS__)
     LINE("tessera fuse run %s\n", ts_version());
     LINE("input: %s\nshifts: %s (%zu bytes, crc32 %08lx)\n", in, sh, shifts_size, (unsigned long)crc);
     LINE("format: %s\nblend: %s\nexponent: %.17g\ndtype: %s\nchunk: %d\nshard: %d\ncodec: %s\n",
@@ -169,12 +165,12 @@ static char *run_manifest(const ts_fuse_options *o, const ts_fuse_result *res, c
              (long long)L->T, (long long)L->C, (long long)L->Z, (long long)wells[i].nt, (long long)wells[i].t_out0);
     }
 #undef LINE
-    if (len >= cap) {
-        free(text);
-        ts_fail(err, TS_ERR_INTERNAL, "fuse: run manifest longer than %zu bytes", cap);
+    if (text.failed) {
+        free(text.data);
+        ts_fail(err, TS_ERR_NOMEM, "fuse: run manifest");
         return NULL;
     }
-    return text;
+    return text.data;
 }
 
 /* The first line where two manifests differ, into a and b (n bytes each). */
