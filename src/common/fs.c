@@ -306,9 +306,8 @@ static bool parse_digits(const char **p, int base, unsigned long long *v) {
     return true;
 }
 
-/* The writer pid of a temporary name, or -1 when name is not of the form
- * open_temp() makes. The last ".tmp." is the one open_temp appended. */
-static long temp_name_pid(const char *name) {
+/* The last ".tmp." is the one open_temp appended. */
+long ts_temp_name_pid(const char *name) {
     const char *tag = NULL;
     for (const char *s = strstr(name, ".tmp."); s; s = strstr(s + 1, ".tmp.")) tag = s;
     if (!tag || tag == name) return -1;
@@ -321,7 +320,7 @@ static long temp_name_pid(const char *name) {
     return (long)pid;
 }
 
-bool ts_is_temp_name(const char *name) { return temp_name_pid(name) > 0; }
+bool ts_is_temp_name(const char *name) { return ts_temp_name_pid(name) > 0; }
 
 bool ts_process_stat(long pid, char *state, unsigned long long *start) {
     char path[64], buf[1024];
@@ -393,7 +392,7 @@ static ts_status sweep(const char *dir, bool recursive, const char *prefix, size
     while (st == TS_OK && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         if (prefix && strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
-        long pid = temp_name_pid(e->d_name);
+        long pid = ts_temp_name_pid(e->d_name);
         /* A chunk file is neither a temporary nor a directory: skipped
          * without a stat (a 0.4 mosaic holds millions of them). */
         if (pid <= 0 && (!recursive || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))) continue;

@@ -55,6 +55,10 @@ ts_status ts_remove_tree(const char *path, ts_error *err);
  * ts_write_file_atomic's temporaries: "<name>.tmp.<pid>.<hex salt>.<n>". */
 bool ts_is_temp_name(const char *name);
 
+/* The writer pid in such a name (its last ".tmp."), or -1 when name is not
+ * of that form. */
+long ts_temp_name_pid(const char *name);
+
 /* Removes the temporaries a killed writer left in dir (and, if recursive,
  * its subdirectories): regular files of ts_is_temp_name's form whose writer
  * pid is not a live process on this host (a live one, e.g. another MPI rank

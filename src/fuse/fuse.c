@@ -108,7 +108,8 @@ static ts_status find_interrupted(const ts_fuse_options *o, ts_staged *stage, ts
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0) continue;
-        if (!ts_is_temp_name(e->d_name) || ts_process_alive(strtol(e->d_name + blen + 5, NULL, 10))) continue;
+        long pid = ts_temp_name_pid(e->d_name);
+        if (pid <= 0 || ts_process_alive(pid)) continue;
         char cand[4600], manifest[4700];
         snprintf(cand, sizeof cand, "%s/%s", dir, e->d_name);
         snprintf(manifest, sizeof manifest, "%s/" FUSE_MANIFEST, cand);
