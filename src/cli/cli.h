@@ -34,7 +34,7 @@ struct json_t *cli_estimate_json(const ts_estimate_result *r, double seconds);
  * returns 1 if consumed (advancing *i past its value), 0 if not a fuse
  * option, -1 on a bad value (usage error printed). */
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
-/* Prints the fuse result summary (--json) and the orientation warning. */
+/* Warns on stderr when the orientation flags given differ from the shifts file's. */
 void cli_fuse_warn(const char *cmd, const ts_fuse_result *r);
 /* --report FILE.html: apart from the plate and the shifts file (checked
  * before the estimate spends its time). */
@@ -81,10 +81,6 @@ bool cli_codec(const char *cmd, const char *text, ts_codec *out);
 
 /* A flag's value: argv[i+1], advancing i; prints a usage error if missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
-
-/* Prints s on stdout as a JSON string literal (quoted, escaped): paths in
- * --json summaries may hold quotes, backslashes or control characters. */
-void cli_json_string(const char *s);
 
 /* The one way a command prints its --json summary: one line on stdout, an
  * object whose first fields are "command", "input" and "output" (null when

@@ -280,26 +280,6 @@ void cli_json_emit(const char *command, const char *input, const char *output, j
     json_decref(obj);
 }
 
-void cli_json_string(const char *s) {
-    json_t *j = json_string(s);
-    char *text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-    /* Not UTF-8 (json_string refuses it): the bytes as Latin-1, escaped. */
-    if (!text) {
-        putchar('"');
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-            if (*p == '"' || *p == '\\') printf("\\%c", *p);
-            else if (*p < 0x20 || *p >= 0x7f) printf("\\u%04x", *p);
-            else putchar(*p);
-        }
-        putchar('"');
-        json_decref(j);
-        return;
-    }
-    fputs(text, stdout);
-    free(text);
-    json_decref(j);
-}
-
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
