@@ -92,7 +92,7 @@ static bool index_room(vf_scratch *s, int64_t n) {
     uint64_t *ix = realloc(s->index, (size_t)n * 2 * sizeof *ix);
     if (!ix) return false;
     s->index = ix;
-    int64_t *o = realloc(s->order, (size_t)n * sizeof *o);
+    vf_entry_pos *o = realloc(s->order, (size_t)n * sizeof *o);
     if (!o) return false;
     s->order = o;
     s->index_cap = n;
@@ -100,10 +100,8 @@ static bool index_room(vf_scratch *s, int64_t n) {
 }
 
 /* qsort has no user pointer: entries are sorted as (offset, lin) pairs. */
-typedef struct { uint64_t off; int64_t lin; } entry_pos;
-
 static int cmp_entry(const void *x, const void *y) {
-    const entry_pos *a = x, *b = y;
+    const vf_entry_pos *a = x, *b = y;
     if (a->off != b->off) return a->off < b->off ? -1 : 1;
     return a->lin < b->lin ? -1 : a->lin > b->lin;
 }
@@ -114,8 +112,7 @@ static ts_status check_index(vf_ctx *c, const vf_array *a, vf_where at, uint64_t
                              vf_scratch *s, ts_error *err) {
     const int64_t n = tz_shard_inner_count(a->arr);
     const uint64_t *ix = s->index;
-    entry_pos *pos = malloc((size_t)(n ? n : 1) * sizeof *pos);
-    if (!pos) return ts_fail(err, TS_ERR_NOMEM, "out of memory checking %s/%s", a->rel, key);
+    vf_entry_pos *pos = s->order; /* index_room made room for n */
     int64_t np = 0;
     ts_status st = TS_OK;
     for (int64_t lin = 0; lin < n && !st; lin++) {
@@ -125,13 +122,13 @@ static ts_status check_index(vf_ctx *c, const vf_array *a, vf_where at, uint64_t
             at.inner = lin;
             st = vf_report(c, at, TS_VERIFY_CORRUPT, a->rel, key, lin, "%s", why);
         } else if (r == 0 && ix[2 * lin + 1] > 0) {
-            pos[np++] = (entry_pos){ix[2 * lin], lin};
+            pos[np++] = (vf_entry_pos){ix[2 * lin], lin};
         }
     }
     if (!st && np > 1) {
         qsort(pos, (size_t)np, sizeof *pos, cmp_entry);
         for (int64_t j = 1; j < np && !st; j++) {
-            const entry_pos *p = &pos[j - 1], *q = &pos[j];
+            const vf_entry_pos *p = &pos[j - 1], *q = &pos[j];
             if (q->off < p->off + ix[2 * p->lin + 1]) {
                 at.inner = q->lin;
                 st = vf_report(c, at, TS_VERIFY_CORRUPT, a->rel, key, q->lin,
@@ -140,7 +137,6 @@ static ts_status check_index(vf_ctx *c, const vf_array *a, vf_where at, uint64_t
             }
         }
     }
-    free(pos);
     return st;
 }
 

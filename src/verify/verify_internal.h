@@ -55,13 +55,19 @@ typedef struct vf_array {
     int64_t first_item;
 } vf_array;
 
+/* A shard index entry by position in the file, for the overlap check. */
+typedef struct vf_entry_pos {
+    uint64_t off;
+    int64_t lin;
+} vf_entry_pos;
+
 /* One worker's scratch: bounded by one stored piece. */
 typedef struct vf_scratch {
     tz_decoder *dec;
     unsigned char *buf;      /* encoded bytes of one chunk / inner chunk */
     size_t cap;
     uint64_t *index;         /* a shard index */
-    int64_t *order;          /* its entries by offset */
+    vf_entry_pos *order;     /* its non-empty entries by offset */
     int64_t index_cap;       /* entries */
 } vf_scratch;
 
