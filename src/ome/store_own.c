@@ -6,6 +6,7 @@
  * a symlink, an unrelated directory) makes the whole tree not tessera's to
  * delete, and the run is refused naming that file. */
 #include <dirent.h>
+#include <jansson.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "common/fs.h"
 #include "common/outpath.h"
 #include "ome/ome.h"
+#include "zarr/zarr.h"
 
 static bool is_metadata_name(const char *n) {
     return !strcmp(n, "zarr.json") || !strcmp(n, ".zgroup") || !strcmp(n, ".zattrs") || !strcmp(n, ".zarray") ||
@@ -43,10 +45,14 @@ static bool is_array_dir(const char *dir) {
     void *data = NULL;
     size_t size = 0;
     bool found = false;
-    if (ts_read_file_opt(p, &data, &size, &found, NULL) != TS_OK || !found) return false;
-    /* node_type is a top-level key of a short document */
-    bool array = strstr(data, "\"array\"") && strstr(data, "\"node_type\"") && strstr(data, "\"data_type\"");
+    if (ts_read_file_max(p, TZ_MAX_METADATA_BYTES, &data, &size, &found, NULL) != TS_OK || !found) return false;
+    /* The top-level node_type, not words anywhere in it: a group's
+     * attributes may say "array", and its digit-named files are not chunks. */
+    json_t *doc = json_loadb(data, size, 0, NULL);
     free(data);
+    const char *type = json_string_value(json_object_get(doc, "node_type"));
+    bool array = type && !strcmp(type, "array");
+    json_decref(doc);
     return array;
 }
 

@@ -14,6 +14,7 @@
 Plates come from `tessera simulate` and TIFFs from tifffile; comparisons are
 file digests and diff -r."""
 import glob
+import json
 import os
 import shutil
 import signal
@@ -209,6 +210,24 @@ with open(mine, "w") as fh:
     fh.write("mine")
 refused("simulate over a plate holding a user file", ["simulate", "-o", plate], ["notes.txt"], [plate], code=1)
 os.remove(mine)
+# a group whose attributes merely mention "node_type", "array" and "data_type"
+# is still a group: a file "7" there is the user's, not a chunk.
+well_meta = os.path.join(plate, "A", "1", "zarr.json")
+with open(well_meta) as fh:
+    meta_text = fh.read()
+doc = json.loads(meta_text)
+doc["attributes"]["lab"] = {"node_type": "array", "data_type": "uint8"}
+with open(well_meta, "w") as fh:
+    json.dump(doc, fh)
+mine = os.path.join(plate, "A", "1", "7")
+with open(mine, "w") as fh:
+    fh.write("mine")
+refused("simulate over a plate holding a digit-named user file", ["simulate", "-o", plate], ["A/1/7"], [plate],
+        code=1)
+if os.path.exists(mine):
+    os.remove(mine)
+with open(well_meta, "w") as fh:
+    fh.write(meta_text)
 # a plain file at the output
 afile = path("a_file.zarr")
 with open(afile, "w") as fh:
