@@ -36,9 +36,6 @@ struct json_t *cli_estimate_json(const ts_estimate_result *r, double seconds);
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
 /* Warns on stderr when the orientation flags given differ from the shifts file's. */
 void cli_fuse_warn(const char *cmd, const ts_fuse_result *r);
-/* --report FILE.html: apart from the plate and the shifts file (checked
- * before the estimate spends its time). */
-ts_status cli_report_check(const char *report, const char *plate, const char *shifts, ts_error *err);
 struct json_t *cli_fuse_json(const ts_fuse_result *r, double seconds);
 
 /* Flags that estimate, fuse and stitch share with one meaning. */

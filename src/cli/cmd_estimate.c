@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/outpath.h"
 
 static const char *ESTIMATE_USAGE =
     "usage: tessera estimate PLATE -o shifts.yaml --overlap PX [options]\n"
@@ -253,7 +254,11 @@ int cmd_estimate(int argc, char **argv) {
     o.dist = cli_dist();
     ts_estimate_result res;
     ts_error err;
-    if (report && cli_report_check(report, input, o.output, &err) != TS_OK) return cli_fail(cmd, &err);
+    /* --report FILE.html apart from the plate and the shifts file, checked
+     * before the estimate spends its time. */
+    const char *report_inputs[2] = {input, o.output};
+    if (report && ts_check_output_path("--report", report, report_inputs, 2, &err) != TS_OK)
+        return cli_fail(cmd, &err);
     double t0 = cli_now();
     ts_status st = ts_estimate_run(&o, &res, &err);
     /* A failed check still says what was measured in --json (written:

@@ -1,6 +1,5 @@
 /* Shared command-line helpers: value parsing, errors, progress. */
 #include "cli/cli.h"
-#include "common/outpath.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -237,11 +236,6 @@ void cli_progress(void *user, const char *stage, int64_t done, int64_t total) {
                 (long long)done, (long long)total, pct, rate, end ? "took" : "ETA", end ? took : eta);
     }
     fflush(stderr);
-}
-
-ts_status cli_report_check(const char *report, const char *plate, const char *shifts, ts_error *err) {
-    const char *inputs[2] = {plate, shifts};
-    return ts_check_output_path("--report", report, inputs, 2, err);
 }
 
 json_t *cli_json_path(const char *path) {
