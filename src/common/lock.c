@@ -100,11 +100,19 @@ static holder_state judge(const holder *them, const holder *me) {
     return HOLDER_LIVE;
 }
 
+/* A lock is a few hundred bytes: a larger file at its name is no lock of
+ * ours (it reads as ""), and is never read whole. */
 static ts_status read_text(const char *path, char *out, size_t n, bool *found, ts_error *err) {
     void *data = NULL;
     size_t size = 0;
-    ts_status st = ts_read_file_opt(path, &data, &size, found, err);
-    if (st) return st;
+    ts_error big;
+    ts_status st = ts_read_file_max(path, n - 1, &data, &size, found, &big);
+    if (st == TS_ERR_CORRUPT) {
+        *found = true;
+        out[0] = '\0';
+        return TS_OK;
+    }
+    if (st) return err ? (*err = big, st) : st;
     snprintf(out, n, "%s", *found ? (const char *)data : "");
     free(data);
     return TS_OK;

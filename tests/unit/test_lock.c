@@ -117,6 +117,17 @@ static void test_live_holder_refused(void **state) {
     char *text = read_text(lockp);
     assert_string_equal(text, "user data");
     free(text);
+    /* Nor a large one (read no further than a lock can be long). */
+    char *big = malloc(1 << 20);
+    assert_non_null(big);
+    memset(big, 'x', 1 << 20);
+    assert_int_equal(ts_write_file_atomic(lockp, big, 1 << 20, &err), TS_OK);
+    free(big);
+    assert_int_equal(ts_output_lock_acquire(&l, out, "simulate", &err), TS_ERR_BUSY);
+    assert_non_null(strstr(err.message, "not a tessera lock"));
+    struct stat sb;
+    assert_int_equal(stat(lockp, &sb), 0);
+    assert_int_equal(sb.st_size, 1 << 20);
     unlink(lockp);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
