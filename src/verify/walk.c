@@ -142,9 +142,12 @@ static vf_where listing(const vf_ctx *c) { return (vf_where){c->nunits, -1, -1, 
 static ts_status walk(vf_ctx *c, const char *rel, int depth, ts_error *err);
 
 /* Walks dir's subdirectories in name order, one level deeper, except those
- * that are levels of the image `levels` (NULL: none skipped). */
+ * that are levels of the image `levels` (NULL: none skipped). The depth cap
+ * is here, for groups and images alike: images nested in images went
+ * around it and recursed until the stack overflowed. */
 static ts_status walk_children(vf_ctx *c, const char *rel, const char *dir, int depth, const ts_image_meta *levels,
                                ts_error *err) {
+    if (depth >= WALK_DEPTH) return TS_OK;
     char **names;
     size_t n;
     ts_status st = list_dirs(dir, &names, &n, err);
@@ -189,7 +192,6 @@ static ts_status walk(vf_ctx *c, const char *rel, int depth, ts_error *err) {
     bool image = ome && json_object_get(ome, "multiscales");
     json_decref(ome);
     if (image) return walk_image(c, rel, dir, depth, err);
-    if (depth >= WALK_DEPTH) return TS_OK;
     /* Groups, and directories without metadata (implicit groups of v2
      * stores): the arrays below them are checked. */
     return walk_children(c, rel, dir, depth, NULL, err);

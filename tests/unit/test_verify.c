@@ -249,12 +249,40 @@ static void test_split_shard_same_as_one_thread(void **state) {
     ts_verify_result_free(&r4);
 }
 
+/* OME images nested in OME images, 1500 deep (a path of 3000 bytes): the
+ * walk stops at its depth cap as it does for plain groups, instead of
+ * recursing once per level (it overflowed the stack, a crash). */
+static void test_nested_images_depth_capped(void **state) {
+    (void)state;
+    static const char group[] = "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": {}}";
+    static const char image[] = "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": {\"ome\": "
+                                "{\"version\": \"0.5\", \"multiscales\": [{\"datasets\": []}]}}}";
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tmp_path("nested"));
+    const char *root = strdup(path);
+    ts_error err;
+    size_t n = strlen(path);
+    for (int d = 0; d <= 1500; d++) {
+        if (d) n += (size_t)snprintf(path + n, sizeof path - n, "/i");
+        char file[4200];
+        snprintf(file, sizeof file, "%s/zarr.json", path);
+        if (ts_mkdirs(path, &err) || ts_write_file_atomic(file, d ? image : group, strlen(d ? image : group), &err))
+            fail_msg("%s", err.message);
+    }
+    ts_verify_result r = run(root, 1);
+    assert_true(r.nproblems > 0);   /* the images' metadata (no levels) */
+    assert_true(r.nproblems <= 64); /* the walk stopped near the cap */
+    ts_verify_result_free(&r);
+    free((void *)root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_entry_check_boundaries),
         cmocka_unit_test(test_index_at_start),
         cmocka_unit_test(test_index_without_crc),
         cmocka_unit_test(test_split_shard_same_as_one_thread),
+        cmocka_unit_test(test_nested_images_depth_capped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
