@@ -43,8 +43,19 @@ C
 # A sanitizer build's library needs the sanitizer runtimes in the program too.
 SAN=""
 grep -q '^TESSERA_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" && SAN="-fsanitize=address,undefined"
+LIBDIR=$(pkg-config --variable=libdir tessera)
+# Linked against the shared library (what -ltessera finds first), run as a
+# user of a non-system prefix runs it; then against the static one.
 # shellcheck disable=SC2046
-cc -std=c17 -Wall -Wextra -Werror $SAN -o "$WORK/user" "$WORK/user.c" $(pkg-config --static --cflags --libs tessera)
+cc -std=c17 -Wall -Wextra -Werror $SAN -o "$WORK/user" "$WORK/user.c" $(pkg-config --cflags --libs tessera)
+LD_LIBRARY_PATH="$LIBDIR" "$WORK/user" "$WORK/plate.zarr" > "$WORK/info.json" ||
+  { echo "FAIL: the program linked with the installed libtessera.so failed"; cat "$WORK/info.json"; exit 1; }
+ldd "$WORK/user" | grep -q "libtessera.so" || { echo "FAIL: -ltessera did not link the shared library"; exit 1; }
+rm -rf "$WORK/plate.zarr"
+# shellcheck disable=SC2046
+cc -std=c17 -Wall -Wextra -Werror $SAN -o "$WORK/user" "$WORK/user.c" \
+  $(pkg-config --static --cflags --libs tessera | sed 's/-ltessera/-l:libtessera.a/')
 "$WORK/user" "$WORK/plate.zarr" > "$WORK/info.json" || { echo "FAIL: the program built from the installed library failed"; cat "$WORK/info.json"; exit 1; }
+if ldd "$WORK/user" | grep -q "libtessera.so"; then echo "FAIL: -l:libtessera.a linked the shared library"; exit 1; fi
 "$WORK/prefix/bin/tessera" info "$WORK/plate.zarr" | grep -q "A/1" || { echo "FAIL: installed tessera info does not list A/1"; exit 1; }
-echo "ok    installed header, library and pkg-config file build a working program; installed CLI runs"
+echo "ok    installed header, shared and static library and pkg-config file build working programs; installed CLI runs"
