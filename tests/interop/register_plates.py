@@ -119,18 +119,21 @@ def cut_plate(img, cols, rows, tile, overlap, jitter, seed=0):
     """Tiles cut from one real image on a grid of pitch tile - overlap, each
     moved by a uniform stage jitter of +-jitter px (integer, so the truth is
     exact): {name: tile}, {name: true origin (y, x)}. The image must hold
-    (n - 1) * pitch + tile + 2 * jitter px along each axis."""
+    (n - 1) * pitch + tile + 2 * jitter px along each axis. tile and overlap
+    may be (y, x) pairs (non-square tiles, other overlaps per axis)."""
     rng = np.random.default_rng(seed)
-    pitch = tile - overlap
-    need_y, need_x = (rows - 1) * pitch + tile + 2 * jitter, (cols - 1) * pitch + tile + 2 * jitter
+    th, tw = (tile, tile) if np.isscalar(tile) else tile
+    oy, ox = (overlap, overlap) if np.isscalar(overlap) else overlap
+    py, px = th - oy, tw - ox
+    need_y, need_x = (rows - 1) * py + th + 2 * jitter, (cols - 1) * px + tw + 2 * jitter
     if img.shape[0] < need_y or img.shape[1] < need_x:
-        raise ValueError(f"image {img.shape} too small for {cols}x{rows} tiles of {tile} px at pitch {pitch}")
+        raise ValueError(f"image {img.shape} too small for {cols}x{rows} tiles of {tile} px at pitch {(py, px)}")
     tiles, origins = {}, {}
     for row in range(rows):
         for col in range(cols):
-            y = jitter + row * pitch + int(rng.integers(-jitter, jitter + 1))
-            x = jitter + col * pitch + int(rng.integers(-jitter, jitter + 1))
+            y = jitter + row * py + int(rng.integers(-jitter, jitter + 1))
+            x = jitter + col * px + int(rng.integers(-jitter, jitter + 1))
             n = f"{col:03d}{row:03d}"
-            tiles[n] = np.ascontiguousarray(img[y:y + tile, x:x + tile])
+            tiles[n] = np.ascontiguousarray(img[y:y + th, x:x + tw])
             origins[n] = (y, x)
     return tiles, origins
