@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "register/vec.h"
 
 /* Mirror an index into [0, n) (reflect without repeating the edge pixel, as
  * scipy's "mirror" mode; n == 1 maps everything to 0). */
@@ -28,11 +29,23 @@ void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
         sum += kernel[i + radius];
     }
     for (int i = 0; i <= 2 * radius; i++) kernel[i] = (float)(kernel[i] / sum);
-    /* Rows into tmp. */
+    /* Rows into tmp. Inside the row, four outputs at a time: each is the
+     * same sum in the same order as one at a time (same bits). */
     for (int y = 0; y < h; y++) {
         const float *row = img + (size_t)y * (size_t)w;
         float *out = tmp + (size_t)y * (size_t)w;
-        for (int x = 0; x < w; x++) {
+        int x = 0;
+        for (; x < w && (x < radius || x + radius >= w); x++) {
+            float acc = 0;
+            for (int k = -radius; k <= radius; k++) acc += kernel[k + radius] * row[mirror(x + k, w)];
+            out[x] = acc;
+        }
+        for (; x + 4 + radius <= w; x += 4) {
+            ts_v4f acc = {0};
+            for (int k = -radius; k <= radius; k++) acc += ts_v4f_splat(kernel[k + radius]) * ts_v4f_load(row + x + k);
+            ts_v4f_store(out + x, acc);
+        }
+        for (; x < w; x++) {
             float acc = 0;
             if (x >= radius && x + radius < w) {
                 for (int k = -radius; k <= radius; k++) acc += kernel[k + radius] * row[x + k];
@@ -49,7 +62,10 @@ void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
         for (int k = -radius; k <= radius; k++) {
             const float *src = tmp + (size_t)mirror(y + k, h) * (size_t)w;
             float kv = kernel[k + radius];
-            for (int x = 0; x < w; x++) out[x] += kv * src[x];
+            ts_v4f kv4 = ts_v4f_splat(kv);
+            int x = 0;
+            for (; x + 4 <= w; x += 4) ts_v4f_store(out + x, ts_v4f_load(out + x) + kv4 * ts_v4f_load(src + x));
+            for (; x < w; x++) out[x] += kv * src[x];
         }
     }
 }
@@ -70,10 +86,31 @@ void ts_sobel_magnitude(const float *src, float *dst, int h, int w) {
 
 static inline int mirror_fast(int i, int n) { return i >= 0 && i < n ? i : mirror(i, n); }
 
-/* Running-sum box filter of half-width r along each row, src to dst. */
+/* Running-sum box filter of half-width r along each row, src to dst. A
+ * row's running sum is one chain of dependent adds: four rows advance
+ * together so that their chains overlap (each row's arithmetic, and so its
+ * result, is the same as alone). */
 static void box_rows(const float *src, float *dst, int h, int w, int r) {
     float norm = 1.0f / (float)(2 * r + 1);
-    for (int y = 0; y < h; y++) {
+    int y = 0;
+    for (; y + 4 <= h; y += 4) {
+        const float *s0 = src + (size_t)y * (size_t)w, *s1 = s0 + w, *s2 = s1 + w, *s3 = s2 + w;
+        float *d0 = dst + (size_t)y * (size_t)w, *d1 = d0 + w, *d2 = d1 + w, *d3 = d2 + w;
+        double u0 = 0, u1 = 0, u2 = 0, u3 = 0;
+        for (int k = -r; k <= r; k++) {
+            int m = mirror_fast(k, w);
+            u0 += s0[m], u1 += s1[m], u2 += s2[m], u3 += s3[m];
+        }
+        for (int x = 0; x < w; x++) {
+            int add = mirror_fast(x + r + 1, w), sub = mirror_fast(x - r, w);
+            d0[x] = (float)u0 * norm, d1[x] = (float)u1 * norm, d2[x] = (float)u2 * norm, d3[x] = (float)u3 * norm;
+            u0 += s0[add] - s0[sub];
+            u1 += s1[add] - s1[sub];
+            u2 += s2[add] - s2[sub];
+            u3 += s3[add] - s3[sub];
+        }
+    }
+    for (; y < h; y++) {
         const float *s = src + (size_t)y * (size_t)w;
         float *d = dst + (size_t)y * (size_t)w;
         double sum = 0;
@@ -86,7 +123,8 @@ static void box_rows(const float *src, float *dst, int h, int w, int r) {
 }
 
 /* The same down the columns, a whole row of running sums at a time (cache
- * friendly). sum: w doubles. */
+ * friendly; two columns per vector, the same arithmetic as one at a time).
+ * sum: w doubles. */
 static void box_cols(const float *src, float *dst, int h, int w, int r, double *sum) {
     float norm = 1.0f / (float)(2 * r + 1);
     for (int x = 0; x < w; x++) sum[x] = 0;
@@ -98,7 +136,18 @@ static void box_cols(const float *src, float *dst, int h, int w, int r, double *
         float *d = dst + (size_t)y * (size_t)w;
         const float *add = src + (size_t)mirror_fast(y + r + 1, h) * (size_t)w;
         const float *sub = src + (size_t)mirror_fast(y - r, h) * (size_t)w;
-        for (int x = 0; x < w; x++) {
+        int x = 0;
+        for (; x + 2 <= w; x += 2) {
+            ts_v2d u = ts_v2d_load(sum + x);
+            ts_v2f f = __builtin_convertvector(u, ts_v2f) * (ts_v2f){norm, norm};
+            memcpy(d + x, &f, sizeof f);
+            ts_v2f a2, s2;
+            memcpy(&a2, add + x, sizeof a2);
+            memcpy(&s2, sub + x, sizeof s2);
+            u += __builtin_convertvector(a2, ts_v2d) - __builtin_convertvector(s2, ts_v2d);
+            ts_v2d_store(sum + x, u);
+        }
+        for (; x < w; x++) {
             d[x] = (float)sum[x] * norm;
             sum[x] += (double)add[x] - (double)sub[x];
         }

@@ -80,6 +80,14 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
 void ts_registrar_free(ts_registrar *r);
 int ts_registrar_height(const ts_registrar *r);
 int ts_registrar_width(const ts_registrar *r);
+/* Overlap NCCs asked for and actually computed (each shift once per pair:
+ * the rest come from the pair's memo) since the registrar was made. */
+void ts_registrar_ncc_counts(const ts_registrar *r, long long *requested, long long *scored);
+/* Tests: false scores every request again (the results must not change). */
+void ts_registrar_set_memo(ts_registrar *r, bool on);
+/* NCC of b[y][x] against a[y + sy][x + sx] over their overlap (h x w
+ * images, row-major); 0 for an empty or constant overlap. */
+double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx);
 
 /* Registers two h x w strips given as row-major views with row strides (in
  * elements). prior_dy/dx: the shift expected from the nominal geometry,

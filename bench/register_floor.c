@@ -1,0 +1,183 @@
+/* Bench driver (bench/register_bench.sh): the machine's floor for `tessera
+ * estimate` on a plate, on one thread. What no registration can avoid:
+ *   - decoding every tile once (level 0, through the zarr layer's
+ *     tz_array_read: file read + codec), to float;
+ *   - per pair (each tile and its right and lower neighbour), the FFTW
+ *     forward r2c of both strips and one c2r inverse, at the strip shapes
+ *     estimate uses (ts_strip_geometry_for, default options), with the same
+ *     FFTW_ESTIMATE plans.
+ * Everything else tessera does (pre-filters, peak search, NCC, sub-pixel
+ * refinement, solve, YAML) is above this floor.
+ *   register_floor PLATE OVERLAP_PX [REPEATS]
+ * prints one line: tiles, pairs, decode ms, fft ms, floor ms/pair. With
+ * REPEATS > 1 the FFTs are timed that many times and the fastest kept
+ * (the machine may be shared). Positions must be named XXXYYY. */
+#include <fftw3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ome/ome.h"
+#include "register/register.h"
+#include "shifts/shifts.h"
+#include "zarr/zarr.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
+    switch (dt) {
+#define CONVERT(T) { const T *s = src; for (size_t i = 0; i < n; i++) dst[i] = (float)s[i]; } break
+    case TS_BOOL: case TS_UINT8: CONVERT(uint8_t);
+    case TS_INT8: CONVERT(int8_t);
+    case TS_UINT16: CONVERT(uint16_t);
+    case TS_INT16: CONVERT(int16_t);
+    case TS_UINT32: CONVERT(uint32_t);
+    case TS_INT32: CONVERT(int32_t);
+    case TS_FLOAT64: CONVERT(double);
+    case TS_FLOAT32: memcpy(dst, src, n * sizeof(float)); break;
+    default: memset(dst, 0, n * sizeof(float)); break;
+#undef CONVERT
+    }
+}
+
+/* The first t/c/z plane of a tile (the trailing two axes are y, x). */
+static float *decode_tile(const ts_plate *plate, int w, int p, int64_t *h, int64_t *wd, double *secs) {
+    ts_error err = {0};
+    ts_image_meta meta;
+    tz_array *arr = NULL;
+    if (ts_plate_open_array(plate, w, p, 0, &meta, &arr, &err) != TS_OK) {
+        fprintf(stderr, "register_floor: %s\n", err.message);
+        exit(1);
+    }
+    const tz_array_meta *am = tz_array_get_meta(arr);
+    int64_t start[TZ_MAX_DIM] = {0}, count[TZ_MAX_DIM];
+    for (int d = 0; d < am->ndim; d++) count[d] = d < am->ndim - 2 ? 1 : am->shape[d];
+    *h = am->shape[am->ndim - 2];
+    *wd = am->shape[am->ndim - 1];
+    size_t n = (size_t)(*h * *wd);
+    void *raw = malloc(n * ts_dtype_size(am->dtype));
+    float *out = malloc(n * sizeof(float));
+    double t0 = now();
+    if (tz_array_read(arr, start, count, raw, &err) != TS_OK) {
+        fprintf(stderr, "register_floor: %s\n", err.message);
+        exit(1);
+    }
+    to_float(raw, am->dtype, n, out);
+    *secs += now() - t0;
+    free(raw);
+    tz_array_close(arr);
+    return out;
+}
+
+typedef struct fft_shape {
+    int h, w;
+    float *real;
+    fftwf_complex *A, *B;
+    fftwf_plan fwd, inv;
+} fft_shape;
+
+static void plan_shape(fft_shape *f, int h, int w) {
+    size_t n = (size_t)h * (size_t)w, nc = (size_t)h * (size_t)(w / 2 + 1);
+    f->h = h, f->w = w;
+    f->real = fftwf_malloc(n * sizeof(float));
+    f->A = fftwf_malloc(nc * sizeof(fftwf_complex));
+    f->B = fftwf_malloc(nc * sizeof(fftwf_complex));
+    f->fwd = fftwf_plan_dft_r2c_2d(h, w, f->real, f->A, FFTW_ESTIMATE);
+    f->inv = fftwf_plan_dft_c2r_2d(h, w, f->A, f->real, FFTW_ESTIMATE);
+}
+
+static void strip_in(fft_shape *f, const float *tile, int64_t tw, int y0, int x0) {
+    for (int y = 0; y < f->h; y++)
+        memcpy(f->real + (size_t)y * (size_t)f->w, tile + (size_t)(y0 + y) * (size_t)tw + (size_t)x0,
+               (size_t)f->w * sizeof(float));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: register_floor PLATE OVERLAP_PX [REPEATS]\n");
+        return 2;
+    }
+    int overlap = atoi(argv[2]), repeats = argc > 3 ? atoi(argv[3]) : 1;
+    if (repeats < 1) repeats = 1;
+    ts_error err = {0};
+    ts_plate *plate = NULL;
+    if (ts_plate_open(argv[1], &plate, &err) != TS_OK) {
+        fprintf(stderr, "register_floor: %s\n", err.message);
+        return 1;
+    }
+    double t_decode = 0, t_fft = 1e300;
+    long tiles = 0, pairs = 0;
+    int64_t th = 0, tw = 0;
+    /* Tiles first (each decoded once, as estimate's cache does), then the
+     * pairs' FFTs. */
+    int nw = plate->nwells;
+    float ***tile = calloc((size_t)nw, sizeof *tile);
+    int **gx = calloc((size_t)nw, sizeof *gx), **gy = calloc((size_t)nw, sizeof *gy);
+    for (int w = 0; w < nw; w++) {
+        int np = plate->wells[w].npositions;
+        tile[w] = calloc((size_t)np, sizeof **tile);
+        gx[w] = calloc((size_t)np, sizeof **gx);
+        gy[w] = calloc((size_t)np, sizeof **gy);
+        for (int p = 0; p < np; p++) {
+            tile[w][p] = decode_tile(plate, w, p, &th, &tw, &t_decode);
+            ts_position_grid(plate->wells[w].positions[p], false, &gx[w][p], &gy[w][p]);
+            tiles++;
+        }
+    }
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    ts_strip_geometry g[2];
+    fft_shape f[2];
+    for (int d = 0; d < 2; d++) {
+        if (ts_strip_geometry_for((ts_pair_dir)d, (int)th, (int)tw, overlap, &opt, &g[d], &err) != TS_OK) {
+            fprintf(stderr, "register_floor: %s\n", err.message);
+            return 1;
+        }
+        plan_shape(&f[d], g[d].sh, g[d].sw);
+    }
+    for (int rep = 0; rep < repeats; rep++) {
+        double t0 = now();
+        long np_all = 0;
+        for (int w = 0; w < nw; w++) {
+            int np = plate->wells[w].npositions;
+            for (int a = 0; a < np; a++)
+                for (int b = 0; b < np; b++) {
+                    int d = gx[w][b] == gx[w][a] + 1 && gy[w][b] == gy[w][a] ? TS_PAIR_RIGHT
+                            : gx[w][b] == gx[w][a] && gy[w][b] == gy[w][a] + 1 ? TS_PAIR_BELOW : -1;
+                    if (d < 0) continue;
+                    fft_shape *s = &f[d];
+                    strip_in(s, tile[w][a], tw, g[d].a_y0, g[d].a_x0);
+                    fftwf_execute_dft_r2c(s->fwd, s->real, s->A);
+                    strip_in(s, tile[w][b], tw, g[d].b_y0, g[d].b_x0);
+                    fftwf_execute_dft_r2c(s->fwd, s->real, s->B);
+                    fftwf_execute_dft_c2r(s->inv, s->B, s->real);
+                    np_all++;
+                }
+        }
+        double t = now() - t0;
+        if (t < t_fft) t_fft = t;
+        pairs = np_all;
+    }
+    printf("floor: %ld tiles of %lldx%lld, %ld pairs, strips %dx%d and %dx%d: decode %.1f ms, fft %.1f ms, "
+           "%.2f ms/pair\n", tiles, (long long)th, (long long)tw, pairs, g[0].sh, g[0].sw, g[1].sh, g[1].sw,
+           1e3 * t_decode, 1e3 * t_fft, pairs ? 1e3 * (t_decode + t_fft) / (double)pairs : 0.0);
+    for (int d = 0; d < 2; d++) {
+        fftwf_destroy_plan(f[d].fwd);
+        fftwf_destroy_plan(f[d].inv);
+        fftwf_free(f[d].real);
+        fftwf_free(f[d].A);
+        fftwf_free(f[d].B);
+    }
+    for (int w = 0; w < nw; w++) {
+        for (int p = 0; p < plate->wells[w].npositions; p++) free(tile[w][p]);
+        free(tile[w]), free(gx[w]), free(gy[w]);
+    }
+    free(tile), free(gx), free(gy);
+    ts_plate_close(plate);
+    return 0;
+}

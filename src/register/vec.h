@@ -1,0 +1,53 @@
+/* Fixed-width float vectors (GCC/Clang vector extensions) for the
+ * registration's inner loops.
+ *
+ * Why not plain loops: at -O2 (the RelWithDebInfo build) gcc 12 vectorises
+ * only loops whose trip count is a known multiple of the vector width, and
+ * never reorders a floating-point reduction, so a sum over a row ran as one
+ * chain of dependent scalar adds. These types make the lanes explicit: a
+ * reduction is accumulated in eight independent lanes and combined in a
+ * fixed order, so its result depends only on the data (not on the thread,
+ * the run or the compiler's choices); element-wise loops give the same bits
+ * as their scalar form. Without SIMD registers wide enough the compiler
+ * splits a vector into smaller ones (same results). */
+#ifndef TS_REGISTER_VEC_H
+#define TS_REGISTER_VEC_H
+
+#include <string.h>
+
+/* Four floats: the SSE2 register every x86-64 has (a wider vector type
+ * passed by value changes the ABI without AVX, -Wpsabi). Reductions use two
+ * of them, eight lanes, to keep two add chains in flight. */
+typedef float ts_v4f __attribute__((vector_size(4 * sizeof(float))));
+
+/* Unaligned load and store (memcpy compiles to one vector move). */
+static inline ts_v4f ts_v4f_load(const float *p) {
+    ts_v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void ts_v4f_store(float *p, ts_v4f v) { memcpy(p, &v, sizeof v); }
+
+static inline ts_v4f ts_v4f_splat(float x) { return (ts_v4f){x, x, x, x}; }
+
+/* Two doubles (an SSE2 register) and the two floats they convert to/from
+ * (__builtin_convertvector). */
+typedef double ts_v2d __attribute__((vector_size(2 * sizeof(double))));
+typedef float ts_v2f __attribute__((vector_size(2 * sizeof(float))));
+
+static inline ts_v2d ts_v2d_load(const double *p) {
+    ts_v2d v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void ts_v2d_store(double *p, ts_v2d v) { memcpy(p, &v, sizeof v); }
+
+/* The eight lanes of lo and hi summed in double, in a fixed pairwise order. */
+static inline double ts_v4f_sum2(ts_v4f lo, ts_v4f hi) {
+    return (((double)lo[0] + (double)lo[1]) + ((double)lo[2] + (double)lo[3])) +
+           (((double)hi[0] + (double)hi[1]) + ((double)hi[2] + (double)hi[3]));
+}
+
+#endif
