@@ -12,9 +12,10 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 DEB_PACKAGES := build-essential cmake pkg-config \
   libfftw3-dev libblosc-dev libzstd-dev zlib1g-dev libyaml-dev libjansson-dev \
-  libsuitesparse-dev libtiff-dev libpng-dev libopenmpi-dev openmpi-bin libcmocka-dev \
+  libsuitesparse-dev libtiff-dev libpng-dev libxml2-dev libopenmpi-dev openmpi-bin libcmocka-dev \
   python3 python3-numpy python3-scipy python3-skimage python3-zarr python3-numcodecs \
-  python3-jsonschema python3-yaml python3-pil python3-tifffile
+  python3-jsonschema python3-yaml python3-pil python3-tifffile \
+  python3-dev python3-pip python3-setuptools
 
 # Debian's clang and the libFuzzer runtime for its version (make fuzz).
 FUZZ_PACKAGES := clang libclang-rt-dev

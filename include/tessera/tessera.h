@@ -310,6 +310,18 @@ ts_status ts_report_write(const char *html_path, const char *shifts_path, const 
 ts_status ts_solve_file(const char *pairs_yaml, const char *output,
                         const ts_solve_options *opt, ts_error *err);
 
+/* The shifts file as JSON, for bindings (docs/python.md): the YAML's keys
+ * with the same values ("total_translation", "positions": {"A/1/000000":
+ * [y, x]}, "pairs": {"A/1": [[tile_a, tile_b, dy, dx, c]]}, "tiles",
+ * "tile_shape", "orientation", ...). Read: the file is checked as every
+ * reader checks it; *json_out is freed with free(). Write: atomically;
+ * "positions" alone is enough (integer origins are then the positions,
+ * moved to a minimum of 0 per well and rounded, as the solve writes them);
+ * an unknown key, a non-finite or absurd value, a confidence outside
+ * [0, 1] is TS_ERR_FORMAT naming it. */
+ts_status ts_shifts_read_json(const char *path, char **json_out, ts_error *err);
+ts_status ts_shifts_write_json(const char *path, const char *json, ts_error *err);
+
 /* -------------------------------------------------------------------- fuse */
 
 typedef enum ts_blend { TS_BLEND_EDT = 0, TS_BLEND_AVERAGE } ts_blend;

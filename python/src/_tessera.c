@@ -1,0 +1,535 @@
+/* tessera._tessera: the CPython binding of libtessera (docs/python.md).
+ *
+ * Keyword arguments are set on the library's options structs through one
+ * table per stage (name, kind, offset): the struct is first filled by its
+ * _init function, so an option the binding does not name keeps the
+ * library's default, and an unknown keyword is a TypeError naming it. The
+ * GIL is released while the library runs; the progress callable is called
+ * back with it held, from whichever thread reports. Errors raise
+ * tessera.TesseraError carrying the library's message and status. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tessera/tessera.h>
+
+static PyObject *TesseraError;
+
+/* ---------------------------------------------------------------- errors */
+
+static PyObject *raise_status(const ts_error *err) {
+    PyObject *exc = PyObject_CallFunction(TesseraError, "s", err->message);
+    if (!exc) return NULL;
+    /* A stable identifier per ts_status, in the enum's order. */
+    static const char *const ids[] = {"ok", "arg", "io", "format", "unsupported", "corrupt", "codec",
+                                      "nomem", "numeric", "internal", "busy"};
+    int c = (int)err->code;
+    PyObject *status = PyUnicode_FromString(c >= 0 && c < (int)(sizeof ids / sizeof *ids) ? ids[c] : "internal");
+    if (status) PyObject_SetAttrString(exc, "status", status);
+    Py_XDECREF(status);
+    PyErr_SetObject(TesseraError, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* -------------------------------------------------------------- progress */
+
+typedef struct {
+    PyObject *callable;  /* borrowed from the keywords; NULL = none */
+    PyObject *exc_type, *exc_value, *exc_tb; /* the first exception it raised */
+} progress_ctx;
+
+static void progress_trampoline(void *user, const char *stage, int64_t done, int64_t total) {
+    progress_ctx *p = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!p->exc_type) {
+        PyObject *r = PyObject_CallFunction(p->callable, "sLL", stage, (long long)done, (long long)total);
+        if (r) Py_DECREF(r);
+        else PyErr_Fetch(&p->exc_type, &p->exc_value, &p->exc_tb); /* raised after the run */
+    }
+    PyGILState_Release(g);
+}
+
+/* After the run: the callback's exception wins over success. */
+static bool progress_failed(progress_ctx *p) {
+    if (!p->exc_type) return false;
+    PyErr_Restore(p->exc_type, p->exc_value, p->exc_tb);
+    p->exc_type = p->exc_value = p->exc_tb = NULL;
+    return true;
+}
+
+/* --------------------------------------------------------------- options */
+
+typedef enum {
+    K_INT, K_U64, K_DOUBLE, K_BOOL, K_STR, K_SIZE, K_CODEC, K_FORMAT, K_DTYPE, K_SOLVER, K_EDGE_WEIGHTS, K_BLEND, K_TCZ,
+    K_PROGRESS
+} kind;
+
+typedef struct {
+    const char *name;
+    kind k;
+    size_t off;  /* of the field in the options struct */
+    size_t off2; /* K_EDGE_WEIGHTS: the threshold; K_PROGRESS: progress_user */
+} field;
+
+/* Strings and paths (the Python layer passes os.PathLike as str). The
+ * UTF-8 buffer lives as long as the string object, which the caller's
+ * arguments keep alive for the call. */
+static int set_string(PyObject *v, const char **dst, const char *name) {
+    if (v == Py_None) { *dst = NULL; return 0; }
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a str", name);
+        return -1;
+    }
+    *dst = PyUnicode_AsUTF8(v);
+    return *dst ? 0 : -1;
+}
+
+static int set_enum_name(PyObject *v, const char *name, const char *const *names, const int *values, int *dst) {
+    const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+    if (s)
+        for (int i = 0; names[i]; i++)
+            if (!strcmp(s, names[i])) { *dst = values[i]; return 0; }
+    PyObject *r = PyObject_Repr(v);
+    PyErr_Format(PyExc_ValueError, "%s: %s is not one of the accepted values", name, r ? PyUnicode_AsUTF8(r) : "?");
+    Py_XDECREF(r);
+    return -1;
+}
+
+static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog) {
+    void *dst = base + f->off;
+    switch (f->k) {
+    case K_INT: {
+        long x = PyLong_AsLong(v);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        if (x < INT32_MIN || x > INT32_MAX) { PyErr_Format(PyExc_ValueError, "%s: %ld is out of range", f->name, x); return -1; }
+        *(int *)dst = (int)x;
+        return 0;
+    }
+    case K_U64: {
+        unsigned long long x = PyLong_AsUnsignedLongLong(v);
+        if (PyErr_Occurred()) return -1;
+        *(uint64_t *)dst = (uint64_t)x;
+        return 0;
+    }
+    case K_DOUBLE: {
+        double x = PyFloat_AsDouble(v);
+        if (x == -1.0 && PyErr_Occurred()) return -1;
+        *(double *)dst = x;
+        return 0;
+    }
+    case K_BOOL: {
+        int b = PyObject_IsTrue(v);
+        if (b < 0) return -1;
+        *(bool *)dst = b;
+        return 0;
+    }
+    case K_STR: return set_string(v, (const char **)dst, f->name);
+    case K_SIZE: {
+        unsigned long long x = PyLong_AsUnsignedLongLong(v);
+        if (PyErr_Occurred()) return -1;
+        if (x == 0) { PyErr_Format(PyExc_ValueError, "%s: must be > 0 bytes", f->name); return -1; }
+        *(size_t *)dst = (size_t)x;
+        return 0;
+    }
+    case K_CODEC: {
+        const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        if (!s || ts_codec_from_name(s, (ts_codec *)dst) != 0) {
+            PyErr_Format(PyExc_ValueError, "%s: not a codec name (zstd, blosc-lz4, blosc-zstd, gzip, none)", f->name);
+            return -1;
+        }
+        return 0;
+    }
+    case K_FORMAT: {
+        static const char *const n[] = {"0.4", "0.5", NULL};
+        static const int val[] = {TS_OME_04, TS_OME_05};
+        int x;
+        if (set_enum_name(v, f->name, n, val, &x)) return -1;
+        *(ts_ome_version *)dst = (ts_ome_version)x;
+        return 0;
+    }
+    case K_DTYPE: {
+        const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        ts_dtype d = s ? ts_dtype_from_name(s) : TS_DTYPE_INVALID;
+        if (d == TS_DTYPE_INVALID) { PyErr_Format(PyExc_ValueError, "%s: not a dtype name", f->name); return -1; }
+        *(ts_dtype *)dst = d;
+        return 0;
+    }
+    case K_SOLVER: {
+        static const char *const n[] = {"l1", "l2", NULL};
+        static const int val[] = {TS_SOLVER_L1, TS_SOLVER_L2};
+        int x;
+        if (set_enum_name(v, f->name, n, val, &x)) return -1;
+        *(ts_solver *)dst = (ts_solver)x;
+        return 0;
+    }
+    case K_EDGE_WEIGHTS: {
+        const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        if (!s || ts_edge_weighting_parse(s, (ts_edge_weighting *)dst, (double *)(base + f->off2)) != 0) {
+            PyErr_Format(PyExc_ValueError, "%s: not none|linear|squared|threshold:CUT", f->name);
+            return -1;
+        }
+        return 0;
+    }
+    case K_BLEND: {
+        static const char *const n[] = {"edt", "average", NULL};
+        static const int val[] = {TS_BLEND_EDT, TS_BLEND_AVERAGE};
+        int x;
+        if (set_enum_name(v, f->name, n, val, &x)) return -1;
+        *(ts_blend *)dst = (ts_blend)x;
+        return 0;
+    }
+    case K_TCZ: {
+        static const char *const n[] = {"min", "max", NULL};
+        static const int val[] = {TS_TCZ_MIN, TS_TCZ_MAX};
+        int x;
+        if (set_enum_name(v, f->name, n, val, &x)) return -1;
+        *(ts_tcz_policy *)dst = (ts_tcz_policy)x;
+        return 0;
+    }
+    case K_PROGRESS:
+        if (v == Py_None) return 0;
+        if (!PyCallable_Check(v)) { PyErr_Format(PyExc_TypeError, "%s: must be callable(stage, done, total)", f->name); return -1; }
+        prog->callable = v;
+        *(ts_progress_fn *)dst = progress_trampoline;
+        *(void **)(base + f->off2) = prog;
+        return 0;
+    }
+    return -1;
+}
+
+/* Sets every keyword on the struct at base; a keyword no field names is a
+ * TypeError naming it. */
+static int apply_keywords(char *base, const field *fields, PyObject *kw, const char *func, progress_ctx *prog) {
+    if (!kw) return 0;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kw, &pos, &key, &value)) {
+        const char *name = PyUnicode_AsUTF8(key);
+        if (!name) return -1;
+        const field *f = fields;
+        while (f->name && strcmp(f->name, name)) f++;
+        if (!f->name) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", func, name);
+            return -1;
+        }
+        if (set_field(base, f, value, prog)) return -1;
+    }
+    return 0;
+}
+
+#define F(S, name, k, member) {name, k, offsetof(S, member), 0}
+
+static const field SIMULATE_FIELDS[] = {
+    F(ts_simulate_options, "wells", K_STR, wells),
+    F(ts_simulate_options, "grid_cols", K_INT, grid_cols),
+    F(ts_simulate_options, "grid_rows", K_INT, grid_rows),
+    F(ts_simulate_options, "tile_h", K_INT, tile_h),
+    F(ts_simulate_options, "tile_w", K_INT, tile_w),
+    F(ts_simulate_options, "overlap", K_INT, overlap),
+    F(ts_simulate_options, "jitter", K_DOUBLE, jitter),
+    F(ts_simulate_options, "channels", K_INT, channels),
+    F(ts_simulate_options, "timepoints", K_INT, timepoints),
+    F(ts_simulate_options, "z", K_INT, z),
+    F(ts_simulate_options, "noise", K_DOUBLE, noise),
+    F(ts_simulate_options, "blank", K_DOUBLE, blank_fraction),
+    F(ts_simulate_options, "missing", K_DOUBLE, missing_fraction),
+    F(ts_simulate_options, "format", K_FORMAT, format),
+    F(ts_simulate_options, "dtype", K_DTYPE, dtype),
+    F(ts_simulate_options, "codec", K_CODEC, codec),
+    F(ts_simulate_options, "seed", K_U64, seed),
+    F(ts_simulate_options, "truth", K_STR, truth),
+    F(ts_simulate_options, "acq_flipud", K_BOOL, acquisition.flipud),
+    F(ts_simulate_options, "acq_fliplr", K_BOOL, acquisition.fliplr),
+    F(ts_simulate_options, "acq_rot90", K_INT, acquisition.rot90),
+    F(ts_simulate_options, "names_yx", K_BOOL, names_yx),
+    F(ts_simulate_options, "pixel_size_um", K_DOUBLE, pixel_size_um),
+    F(ts_simulate_options, "threads", K_INT, threads),
+    F(ts_simulate_options, "vignetting", K_DOUBLE, vignetting),
+    F(ts_simulate_options, "background", K_DOUBLE, background),
+    {NULL, 0, 0, 0}};
+
+/* The solve's options inside estimate's (prefix "solve." is not needed:
+ * the names do not collide). */
+#define SOLVE_FIELDS(S, m)                                                                                     \
+    F(S, "solver", K_SOLVER, m solver), {"edge_weights", K_EDGE_WEIGHTS, offsetof(S, m edge_weights),          \
+                                          offsetof(S, m threshold)},                                          \
+        F(S, "weight_floor", K_DOUBLE, m weight_floor), F(S, "max_iterations", K_INT, m max_iterations),      \
+        F(S, "tolerance", K_DOUBLE, m tolerance), F(S, "outlier_px", K_DOUBLE, m outlier_px),                 \
+        F(S, "guess", K_STR, m guess)
+
+static const field ESTIMATE_FIELDS[] = {
+    F(ts_estimate_options, "overlap_x", K_INT, overlap_x),
+    F(ts_estimate_options, "overlap_y", K_INT, overlap_y),
+    F(ts_estimate_options, "channel", K_INT, channel),
+    F(ts_estimate_options, "timepoint", K_INT, timepoint),
+    F(ts_estimate_options, "z", K_INT, z),
+    F(ts_estimate_options, "flipud", K_BOOL, orientation.flipud),
+    F(ts_estimate_options, "fliplr", K_BOOL, orientation.fliplr),
+    F(ts_estimate_options, "rot90", K_INT, orientation.rot90),
+    F(ts_estimate_options, "names_yx", K_BOOL, names_yx),
+    F(ts_estimate_options, "clahe", K_BOOL, clahe),
+    F(ts_estimate_options, "wells", K_STR, wells),
+    F(ts_estimate_options, "threads", K_INT, threads),
+    F(ts_estimate_options, "cache", K_SIZE, cache_bytes),
+    F(ts_estimate_options, "max_shift", K_DOUBLE, max_shift),
+    F(ts_estimate_options, "accept_poor", K_BOOL, accept_poor),
+    {"progress", K_PROGRESS, offsetof(ts_estimate_options, progress), offsetof(ts_estimate_options, progress_user)},
+    SOLVE_FIELDS(ts_estimate_options, solve.),
+    {NULL, 0, 0, 0}};
+
+static const field SOLVE_ONLY_FIELDS[] = {SOLVE_FIELDS(ts_solve_options, ), {NULL, 0, 0, 0}};
+
+static const field FUSE_FIELDS[] = {
+    F(ts_fuse_options, "format", K_FORMAT, format),
+    F(ts_fuse_options, "blend", K_BLEND, blend),
+    F(ts_fuse_options, "exponent", K_DOUBLE, exponent),
+    F(ts_fuse_options, "dtype", K_DTYPE, dtype),
+    F(ts_fuse_options, "chunk", K_INT, chunk),
+    F(ts_fuse_options, "shard", K_INT, shard),
+    F(ts_fuse_options, "codec", K_CODEC, codec),
+    F(ts_fuse_options, "levels", K_INT, levels),
+    F(ts_fuse_options, "tcz", K_TCZ, tcz),
+    F(ts_fuse_options, "t_out", K_INT, t_out),
+    F(ts_fuse_options, "t_in", K_INT, t_in),
+    F(ts_fuse_options, "wells", K_STR, wells),
+    F(ts_fuse_options, "threads", K_INT, threads),
+    F(ts_fuse_options, "memory", K_SIZE, memory),
+    F(ts_fuse_options, "resume", K_BOOL, resume),
+    {"progress", K_PROGRESS, offsetof(ts_fuse_options, progress), offsetof(ts_fuse_options, progress_user)},
+    {NULL, 0, 0, 0}};
+
+/* fuse's orientation flags: given only when one is passed (else the
+ * shifts file's). */
+static int fuse_orientation(ts_fuse_options *o, PyObject *kw) {
+    static const char *const names[] = {"flipud", "fliplr", "rot90"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = kw ? PyDict_GetItemString(kw, names[i]) : NULL;
+        if (!v) continue;
+        o->orientation_given = true;
+        if (i < 2) {
+            int b = PyObject_IsTrue(v);
+            if (b < 0) return -1;
+            *(i ? &o->orientation.fliplr : &o->orientation.flipud) = b;
+        } else {
+            long k = PyLong_AsLong(v);
+            if (k == -1 && PyErr_Occurred()) return -1;
+            o->orientation.rot90 = (int)k;
+        }
+        if (PyDict_DelItemString(kw, names[i])) return -1;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- results */
+
+static PyObject *overlap_dict(const ts_overlap_qc *q) {
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:i,s:d,s:d,s:(ddd),s:O}", "pairs", (long long)q->pairs, "measured",
+                         (long long)q->measured, "trusted", (long long)q->trusted, "outliers", (long long)q->outliers,
+                         "nominal", q->nominal, "overlap", q->overlap, "spread", q->spread, "confidence_quartiles",
+                         q->conf_q[0], q->conf_q[1], q->conf_q[2], "wide_strips", q->probed ? Py_True : Py_False);
+}
+
+static const char *verdict_name(ts_verdict v) {
+    return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap_wrong" : "implausible";
+}
+
+static PyObject *estimate_dict(const ts_estimate_result *r) {
+    PyObject *x = overlap_dict(&r->overlap[0]), *y = overlap_dict(&r->overlap[1]);
+    PyObject *d = x && y ? Py_BuildValue("{s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:L,s:s,s:s,s:O,s:O,s:O}", "wells",
+                                         r->wells, "tiles", (long long)r->tiles, "pairs", (long long)r->pairs,
+                                         "unmatched_pairs", (long long)r->unmatched_pairs, "low_confidence_pairs",
+                                         (long long)r->low_confidence_pairs, "outlier_pairs",
+                                         (long long)r->outlier_pairs, "isolated_tiles", (long long)r->isolated_tiles,
+                                         "max_components", r->max_components, "tile_reads", (long long)r->tile_reads,
+                                         "verdict", verdict_name(r->verdict), "message", r->verdict_message,
+                                         "written", r->written ? Py_True : Py_False, "x", x, "y", y)
+                         : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return d;
+}
+
+static PyObject *fuse_dict(const ts_fuse_result *r) {
+    return Py_BuildValue("{s:i,s:L,s:L,s:L,s:L,s:L,s:(LL),s:i,s:i,s:{s:O,s:O,s:i},s:O}", "wells", r->wells, "tiles",
+                         (long long)r->tiles, "strips_read", (long long)r->strips_read, "blocks_written",
+                         (long long)r->blocks_written, "blocks_resumed", (long long)r->blocks_resumed,
+                         "output_pixels", (long long)r->output_pixels, "canvas", (long long)r->canvas_h,
+                         (long long)r->canvas_w, "chunk", r->chunk, "shard", r->shard, "orientation", "flipud",
+                         r->orientation.flipud ? Py_True : Py_False, "fliplr",
+                         r->orientation.fliplr ? Py_True : Py_False, "rot90", r->orientation.rot90,
+                         "orientation_mismatch", r->orientation_mismatch ? Py_True : Py_False);
+}
+
+/* ------------------------------------------------------------ functions */
+
+/* The first n positional arguments as strings (paths), into out[]. */
+static int positional_paths(PyObject *args, int n, const char **out, const char *const *names) {
+    if (PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "expected %d positional arguments", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (set_string(PyTuple_GET_ITEM(args, i), &out[i], names[i]) || !out[i]) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: a path is required", names[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static PyObject *py_simulate(PyObject *self, PyObject *args, PyObject *kw) {
+    static const char *const names[] = {"output"};
+    ts_simulate_options o;
+    ts_simulate_options_init(&o);
+    if (positional_paths(args, 1, &o.output, names) ||
+        apply_keywords((char *)&o, SIMULATE_FIELDS, kw, "simulate", NULL))
+        return NULL;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = ts_simulate(&o, &err);
+    Py_END_ALLOW_THREADS
+    if (st != TS_OK) return raise_status(&err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_estimate(PyObject *self, PyObject *args, PyObject *kw) {
+    static const char *const names[] = {"plate", "output"};
+    const char *paths[2];
+    ts_estimate_options o;
+    ts_estimate_options_init(&o);
+    progress_ctx prog = {0};
+    if (positional_paths(args, 2, paths, names) ||
+        apply_keywords((char *)&o, ESTIMATE_FIELDS, kw, "estimate", &prog))
+        return NULL;
+    o.input = paths[0];
+    o.output = paths[1];
+    ts_estimate_result res;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = ts_estimate_run(&o, &res, &err);
+    Py_END_ALLOW_THREADS
+    if (progress_failed(&prog)) {
+        if (st == TS_OK) ts_estimate_result_free(&res);
+        return NULL;
+    }
+    if (st != TS_OK) return raise_status(&err);
+    PyObject *d = estimate_dict(&res);
+    ts_estimate_result_free(&res);
+    return d;
+}
+
+static PyObject *py_solve(PyObject *self, PyObject *args, PyObject *kw) {
+    static const char *const names[] = {"shifts", "output"};
+    const char *paths[2];
+    ts_solve_options o;
+    ts_solve_options_init(&o);
+    if (positional_paths(args, 2, paths, names) || apply_keywords((char *)&o, SOLVE_ONLY_FIELDS, kw, "solve", NULL))
+        return NULL;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = ts_solve_file(paths[0], paths[1], &o, &err);
+    Py_END_ALLOW_THREADS
+    if (st != TS_OK) return raise_status(&err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_fuse(PyObject *self, PyObject *args, PyObject *kw) {
+    static const char *const names[] = {"plate", "shifts", "output"};
+    const char *paths[3];
+    ts_fuse_options o;
+    ts_fuse_options_init(&o);
+    progress_ctx prog = {0};
+    PyObject *rest = kw ? PyDict_Copy(kw) : NULL; /* the orientation flags are taken out of it */
+    if (kw && !rest) return NULL;
+    if (positional_paths(args, 3, paths, names) || fuse_orientation(&o, rest) ||
+        apply_keywords((char *)&o, FUSE_FIELDS, rest, "fuse", &prog)) {
+        Py_XDECREF(rest);
+        return NULL;
+    }
+    o.input = paths[0];
+    o.shifts = paths[1];
+    o.output = paths[2];
+    ts_fuse_result res;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = ts_fuse_run(&o, &res, &err);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(rest); /* the strings in o point into it: released only now */
+    if (progress_failed(&prog)) return NULL;
+    if (st != TS_OK) return raise_status(&err);
+    return fuse_dict(&res);
+}
+
+/* Functions of one path returning a malloc'd JSON text. */
+static PyObject *json_text(ts_status (*fn)(const char *, char **, ts_error *), PyObject *args, const char *name) {
+    const char *path;
+    const char *const names[] = {name};
+    if (positional_paths(args, 1, &path, names)) return NULL;
+    char *text = NULL;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = fn(path, &text, &err);
+    Py_END_ALLOW_THREADS
+    if (st != TS_OK) return raise_status(&err);
+    PyObject *s = PyUnicode_FromString(text);
+    free(text);
+    return s;
+}
+
+static PyObject *py_info_json(PyObject *self, PyObject *args) { return json_text(ts_info_json, args, "store"); }
+
+static PyObject *py_read_shifts_json(PyObject *self, PyObject *args) {
+    return json_text(ts_shifts_read_json, args, "path");
+}
+
+static PyObject *py_write_shifts_json(PyObject *self, PyObject *args) {
+    const char *path, *text;
+    if (!PyArg_ParseTuple(args, "ss", &path, &text)) return NULL;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = ts_shifts_write_json(path, text, &err);
+    Py_END_ALLOW_THREADS
+    if (st != TS_OK) return raise_status(&err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_version(PyObject *self, PyObject *unused) { return PyUnicode_FromString(ts_version()); }
+
+static PyMethodDef METHODS[] = {
+    {"version", py_version, METH_NOARGS, "The library's version."},
+    {"simulate", (PyCFunction)(void (*)(void))py_simulate, METH_VARARGS | METH_KEYWORDS,
+     "simulate(output, **options): a synthetic plate with known positions."},
+    {"estimate", (PyCFunction)(void (*)(void))py_estimate, METH_VARARGS | METH_KEYWORDS,
+     "estimate(plate, output, **options) -> summary dict; writes the shifts file."},
+    {"solve", (PyCFunction)(void (*)(void))py_solve, METH_VARARGS | METH_KEYWORDS,
+     "solve(shifts, output, **options): re-solve the pairs of a shifts file."},
+    {"fuse", (PyCFunction)(void (*)(void))py_fuse, METH_VARARGS | METH_KEYWORDS,
+     "fuse(plate, shifts, output, **options) -> summary dict."},
+    {"info_json", py_info_json, METH_VARARGS, "info_json(store) -> JSON text."},
+    {"read_shifts_json", py_read_shifts_json, METH_VARARGS, "read_shifts_json(path) -> JSON text."},
+    {"write_shifts_json", py_write_shifts_json, METH_VARARGS, "write_shifts_json(path, text)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "tessera._tessera",
+                                    "The CPython binding of libtessera (use the tessera package).", -1, METHODS,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__tessera(void) {
+    PyObject *m = PyModule_Create(&MODULE);
+    if (!m) return NULL;
+    TesseraError = PyErr_NewExceptionWithDoc("tessera.TesseraError",
+                                             "A tessera run failed; str() is the library's message (naming the file, "
+                                             "key or value at fault), .status one of arg, io, format, unsupported, "
+                                             "corrupt, codec, nomem, numeric, internal, busy.",
+                                             NULL, NULL);
+    if (!TesseraError || PyModule_AddObject(m, "TesseraError", TesseraError)) {
+        Py_XDECREF(TesseraError);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(TesseraError);
+    return m;
+}

@@ -1,0 +1,164 @@
+"""The Python package end to end (run by tests/interop/test_python.sh with
+the package installed by pip). Every figure is checked against something the
+package did not compute itself: the simulator's truth file, the `tessera`
+program's output on the same inputs, zarr-python's reading of the mosaic.
+
+- estimate returns the shifts; positions within 0.5 px of the truth;
+  the same shifts file as `tessera estimate` with the same options;
+- the progress callable sees each stage count up to its total; an exception
+  it raises reaches the caller;
+- fuse from the returned dict writes the mosaic `tessera fuse` writes from
+  the CLI's shifts file (same array values), read with zarr-python;
+- read_shifts/write_shifts round-trip a file; a positions-only dict gets the
+  solve's integer origins; a bad dict is refused naming the key;
+- solve with other options gives `tessera solve`'s file;
+- errors: a missing plate raises TesseraError with the library's message
+  and status; an unknown keyword is a TypeError, a bad value a ValueError.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import zarr
+
+import tessera
+
+BIN = os.environ["TESSERA_BIN"]
+TMP = tempfile.mkdtemp(prefix="pyapi_", dir=os.environ.get("TESSERA_TEST_TMP"))
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def cli(*args):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"tessera {' '.join(args)} failed: {p.stderr}")
+    return p
+
+
+def rel(positions, well):
+    """Positions of a well relative to their mean (the solve's frame is
+    free up to a translation)."""
+    keys = sorted(k for k in positions if k.startswith(well + "/"))
+    a = np.array([positions[k] for k in keys], dtype=float)
+    return keys, a - a.mean(axis=0)
+
+
+# --- a plate with known positions
+plate = path("plate.zarr")
+tessera.simulate(plate, grid_cols=4, grid_rows=3, tile_h=160, tile_w=192, overlap=32, jitter=4, seed=3,
+                 truth=path("truth.yaml"), wells="A/1,B/2")
+truth = tessera.read_shifts(path("truth.yaml"))
+
+# --- estimate, with a progress callable
+calls = []
+shifts, summary = tessera.estimate(plate, 32, summary=True, threads=2,
+                                   progress=lambda stage, done, total: calls.append((stage, done, total)))
+check(summary["verdict"] == "ok" and summary["tiles"] == 24, f"estimate summary: {summary}")
+check(calls and all(0 <= d <= t for _, d, t in calls), f"progress calls out of range: {calls[:5]}")
+check(any(d == t for _, d, t in calls), "progress never reached its total")
+for well in ("A/1", "B/2"):
+    k1, est = rel(shifts["positions"], well)
+    k2, tru = rel(truth["positions"] if "positions" in truth else truth["total_translation"], well)
+    check(k1 == k2, f"{well}: estimate and truth list other tiles")
+    err = np.abs(est - tru).max()
+    print(f"{well}: max position error {err:.3f} px")
+    check(err < 0.5, f"{well}: a tile is {err:.2f} px from the truth")
+
+# The same as the program with the same options.
+cli("estimate", plate, "-o", path("cli.yaml"), "--overlap", "32", "--threads", "2", "--quiet")
+tessera.estimate(plate, (32, 32), output=path("py.yaml"), threads=2)
+check(open(path("cli.yaml")).read() == open(path("py.yaml")).read(),
+      "estimate(output=) and `tessera estimate` wrote different shifts files")
+check(tessera.read_shifts(path("py.yaml")) == shifts, "estimate's returned shifts differ from its file")
+
+
+def boom(stage, done, total):
+    raise RuntimeError("stop here")
+
+
+try:
+    tessera.estimate(plate, 32, progress=boom)
+    check(False, "an exception raised by the progress callable was swallowed")
+except RuntimeError as e:
+    check(str(e) == "stop here", f"progress exception changed: {e!r}")
+
+# --- fuse from the dict == fuse of the CLI's file
+summary = tessera.fuse(plate, shifts, path("py_mosaic.zarr"), format="0.4", levels=1, codec="blosc-lz4")
+cli("fuse", plate, path("cli.yaml"), "-o", path("cli_mosaic.zarr"), "--format", "0.4", "--levels", "1",
+    "--codec", "blosc-lz4")
+check(summary["wells"] == 2 and summary["tiles"] == 24, f"fuse summary: {summary}")
+for well in ("A/1", "B/2"):
+    for level in ("0", "1"):
+        a = zarr.open(path("py_mosaic.zarr"), mode="r")[f"{well}/0/{level}"][...]
+        b = zarr.open(path("cli_mosaic.zarr"), mode="r")[f"{well}/0/{level}"][...]
+        check(a.shape == b.shape and np.array_equal(a, b), f"{well} level {level}: fuse() differs from the CLI")
+        if level == "0" and well == "B/2":
+            check(tuple(summary["canvas"]) == a.shape[-2:], f"canvas {summary['canvas']} vs array {a.shape}")
+info = tessera.info(path("py_mosaic.zarr"))
+check(info.get("kind") and "A/1" in str(info.get("wells")), f"info of the mosaic: {info}")
+
+# --- shifts round trip, positions-only dicts, refusals
+tessera.write_shifts(path("round.yaml"), shifts)
+check(tessera.read_shifts(path("round.yaml")) == shifts, "read_shifts(write_shifts(s)) != s")
+only = {"positions": {"A/1/000000": [10.25, 5.5], "A/1/001000": [12.75, 170.0]}}
+tessera.write_shifts(path("only.yaml"), only)
+back = tessera.read_shifts(path("only.yaml"))
+check(back["total_translation"] == {"A/1/000000": [0, 0], "A/1/001000": [3, 165]},
+      f"integer origins of a positions-only dict: {back['total_translation']}")
+for bad, key in (({"positions": {"A/1/000000": [float("nan"), 0]}}, "A/1/000000"),
+                 ({"total_translation": {"A/1/000000": [0, 0]}, "colour": 1}, "colour"),
+                 ({"total_translation": {"A/1/000000": [0, 0], "A/1/001000": [0, 90]},
+                   "pairs": {"A/1": [["A/1/000000", "A/1/001000", 0, 90, 2.0]]}}, "confidence")):
+    try:
+        tessera.write_shifts(path("bad.yaml"), bad)
+        check(False, f"write_shifts accepted {bad}")
+    except (tessera.TesseraError, ValueError) as e:
+        check(key in str(e) and "bad.yaml" in str(e), f"refusal does not name {key} and the file: {e}")
+check(not os.path.exists(path("bad.yaml")), "a refused write_shifts left a file")
+
+# --- solve with other options == tessera solve
+re = tessera.solve(path("py.yaml"), solver="l2", edge_weights="none")
+cli("solve", path("cli.yaml"), "-o", path("cli_l2.yaml"), "--solver", "l2", "--edge-weights", "none")
+check(re == tessera.read_shifts(path("cli_l2.yaml")), "solve() differs from `tessera solve`")
+names, arr = tessera.positions_array(shifts, "A/1")
+check(arr.shape == (12, 2) and names == shifts["tiles"]["A/1"], f"positions_array: {arr.shape}")
+
+# --- errors
+try:
+    tessera.estimate(path("nope.zarr"), 32)
+    check(False, "a missing plate did not raise")
+except tessera.TesseraError as e:
+    check("nope.zarr" in str(e) and e.status in ("io", "format"), f"missing plate: {e.status}: {e}")
+try:
+    tessera.fuse(plate, shifts, path("x.zarr"), blending="edt")
+    check(False, "an unknown keyword was accepted")
+except TypeError as e:
+    check("blending" in str(e), f"unknown keyword message: {e}")
+try:
+    tessera.fuse(plate, shifts, path("x.zarr"), codec="lzma")
+    check(False, "a bad codec was accepted")
+except ValueError as e:
+    check("codec" in str(e), f"bad codec message: {e}")
+try:
+    tessera.estimate(plate, 0)
+    check(False, "overlap 0 was accepted")
+except tessera.TesseraError as e:
+    check(e.status == "arg" and "overlap" in str(e), f"overlap 0: {e.status}: {e}")
+check(not os.path.exists(path("x.zarr")), "a refused fuse left an output")
+
+if failures:
+    print(f"{len(failures)} failure(s):\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("ok")
