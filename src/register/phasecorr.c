@@ -180,12 +180,44 @@ int ts_registrar_width(const ts_registrar *r) { return r->w; }
 
 /* ------------------------------------------------------------ pre-filtering */
 
+/* Rows of src into dst, non-finite values (all exponent bits set) as 0. */
 static void copy_strip(float *dst, const float *src, size_t stride, int h, int w) {
+    typedef int32_t v4i __attribute__((vector_size(16)));
+    const v4i expo = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
     for (int y = 0; y < h; y++) {
         const float *s = src + (size_t)y * stride;
         float *d = dst + (size_t)y * (size_t)w;
-        for (int x = 0; x < w; x++) d[x] = isfinite(s[x]) ? s[x] : 0.0f;
+        int x = 0;
+        for (; x + 4 <= w; x += 4) {
+            v4i bits;
+            memcpy(&bits, s + x, sizeof bits);
+            bits &= (bits & expo) != expo; /* -1 where finite */
+            memcpy(d + x, &bits, sizeof bits);
+        }
+        for (; x < w; x++) d[x] = isfinite(s[x]) ? s[x] : 0.0f;
     }
+}
+
+/* The smallest value of a and b (n each) and 0. */
+static float min_with_zero(const float *a, const float *b, size_t n) {
+    typedef int32_t v4i __attribute__((vector_size(16)));
+    ts_v4f lo4 = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        ts_v4f va = ts_v4f_load(a + i), vb = ts_v4f_load(b + i);
+        v4i take = va < lo4; /* -1 where smaller */
+        lo4 = (ts_v4f)((take & (v4i)va) | (~take & (v4i)lo4));
+        take = vb < lo4;
+        lo4 = (ts_v4f)((take & (v4i)vb) | (~take & (v4i)lo4));
+    }
+    float lo = 0;
+    for (int k = 0; k < 4; k++)
+        if (lo4[k] < lo) lo = lo4[k];
+    for (; i < n; i++) {
+        if (a[i] < lo) lo = a[i];
+        if (b[i] < lo) lo = b[i];
+    }
+    return lo;
 }
 
 static ts_status prefilter(ts_registrar *r, float *img, float shift, ts_error *err) {
@@ -208,14 +240,41 @@ static ts_status prefilter(ts_registrar *r, float *img, float shift, ts_error *e
     return TS_OK;
 }
 
+/* Sum of img (n values) in double: four lanes, combined in a fixed order. */
+static double sum_f64(const float *img, size_t n) {
+    ts_v2d s0 = {0}, s1 = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        ts_v2f lo, hi;
+        memcpy(&lo, img + i, sizeof lo);
+        memcpy(&hi, img + i + 2, sizeof hi);
+        s0 += __builtin_convertvector(lo, ts_v2d);
+        s1 += __builtin_convertvector(hi, ts_v2d);
+    }
+    double t = 0;
+    for (; i < n; i++) t += img[i];
+    return ((s0[0] + s0[1]) + (s1[0] + s1[1])) + t;
+}
+
 static void mean_std(const float *img, size_t n, double *mean, double *sd) {
-    double s = 0, ss = 0;
-    for (size_t i = 0; i < n; i++) s += img[i];
-    double m = s / (double)n;
-    for (size_t i = 0; i < n; i++) {
+    double m = sum_f64(img, n) / (double)n;
+    const ts_v2d m2 = {m, m};
+    ts_v2d s0 = {0}, s1 = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        ts_v2f lo, hi;
+        memcpy(&lo, img + i, sizeof lo);
+        memcpy(&hi, img + i + 2, sizeof hi);
+        ts_v2d d0 = __builtin_convertvector(lo, ts_v2d) - m2, d1 = __builtin_convertvector(hi, ts_v2d) - m2;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+    }
+    double ss = 0;
+    for (; i < n; i++) {
         double d = img[i] - m;
         ss += d * d;
     }
+    ss += (s0[0] + s0[1]) + (s1[0] + s1[1]);
     *mean = m;
     *sd = sqrt(ss / (double)n);
 }
@@ -230,6 +289,12 @@ static void spectrum(ts_registrar *r, const float *img, double mean, fftwf_compl
         for (int x = 0; x < w; x++) d[x] = (float)(s[x] - mean) * wy * r->win_x[x];
     }
     fftwf_execute_dft_r2c(r->forward, r->real, out);
+}
+
+/* |re + i im|: glibc's hypotf computes exactly this (the same bits for
+ * finite values; spectra are finite), without the call. */
+static inline float magnitude(float re, float im) {
+    return (float)sqrt((double)re * (double)re + (double)im * (double)im);
 }
 
 /* ----------------------------------------------------------- peak handling */
@@ -413,9 +478,7 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
     }
     /* Intensities enter centred on strip a's mean, which keeps the gain and
      * offset columns of the normal equations apart (well conditioned). */
-    double centre = 0;
-    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) centre += a[i];
-    centre /= (double)h * (double)w;
+    double centre = sum_f64(a, (size_t)h * (size_t)w) / ((double)h * (double)w);
     double y0 = *dy, x0 = *dx, ty = *dy, tx = *dx, gain = 1, offset = 0;
     for (int it = 0; it < 10; it++) {
         int iy = (int)floor(ty), ix = (int)floor(tx);
@@ -430,16 +493,43 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
             size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
             const float *pb = b + (size_t)y * (size_t)w;
             /* Per-row float sums of the normal equations' 10 distinct
-             * entries (J = [gain*ay, gain*ax, a, 1]), unrolled so the loop
-             * vectorises; rows are added up in double. */
+             * entries (J = [gain*ay, gain*ax, a, 1]) and the right-hand
+             * side: four lanes (vec.h), then the tail, combined in a fixed
+             * order; rows are added up in double. */
+            const float g = (float)gain, off = (float)offset, ca = (float)centre;
+            /* Pointers at the row's first sample (x = xlo): x + ix >= 0. */
+            const size_t c0 = (size_t)(xlo + ix);
+            const float *a0 = a + r0 + c0, *a1 = a + r1 + c0;
+            const float *gy0 = r->gy + r0 + c0, *gy1 = r->gy + r1 + c0;
+            const float *gx0 = r->gx + r0 + c0, *gx1 = r->gx + r1 + c0;
+            pb += xlo;
+            const int nx = xhi - xlo;
+            const ts_v4f W00 = ts_v4f_splat(w00), W01 = ts_v4f_splat(w01), W10 = ts_v4f_splat(w10),
+                         W11 = ts_v4f_splat(w11), G = ts_v4f_splat(g), OFF = ts_v4f_splat(off),
+                         CA = ts_v4f_splat(ca);
+            ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0},
+                   M23 = {0}, V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0};
+            int x = 0;
+            for (; x + 4 <= nx; x += 4) {
+                ts_v4f av = W00 * ts_v4f_load(a0 + x) + W01 * ts_v4f_load(a0 + x + 1) +
+                            W10 * ts_v4f_load(a1 + x) + W11 * ts_v4f_load(a1 + x + 1) - CA;
+                ts_v4f ay = W00 * ts_v4f_load(gy0 + x) + W01 * ts_v4f_load(gy0 + x + 1) +
+                            W10 * ts_v4f_load(gy1 + x) + W11 * ts_v4f_load(gy1 + x + 1);
+                ts_v4f ax = W00 * ts_v4f_load(gx0 + x) + W01 * ts_v4f_load(gx0 + x + 1) +
+                            W10 * ts_v4f_load(gx1 + x) + W11 * ts_v4f_load(gx1 + x + 1);
+                ts_v4f j0 = G * ay, j1 = G * ax;
+                ts_v4f e = ts_v4f_load(pb + x) - (G * av + OFF);
+                M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
+                M11 += j1 * j1; M12 += j1 * av; M13 += j1;
+                M22 += av * av; M23 += av;
+                V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e;
+            }
             float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
             float v0 = 0, v1 = 0, v2 = 0, v3 = 0;
-            const float g = (float)gain, off = (float)offset, ca = (float)centre;
-            for (int x = xlo; x < xhi; x++) {
-                size_t c0 = (size_t)(x + ix);
-                float av = w00 * a[r0 + c0] + w01 * a[r0 + c0 + 1] + w10 * a[r1 + c0] + w11 * a[r1 + c0 + 1] - ca;
-                float ay = w00 * r->gy[r0 + c0] + w01 * r->gy[r0 + c0 + 1] + w10 * r->gy[r1 + c0] + w11 * r->gy[r1 + c0 + 1];
-                float ax = w00 * r->gx[r0 + c0] + w01 * r->gx[r0 + c0 + 1] + w10 * r->gx[r1 + c0] + w11 * r->gx[r1 + c0 + 1];
+            for (; x < nx; x++) {
+                float av = w00 * a0[x] + w01 * a0[x + 1] + w10 * a1[x] + w11 * a1[x + 1] - ca;
+                float ay = w00 * gy0[x] + w01 * gy0[x + 1] + w10 * gy1[x] + w11 * gy1[x + 1];
+                float ax = w00 * gx0[x] + w01 * gx0[x + 1] + w10 * gx1[x] + w11 * gx1[x + 1];
                 float j0 = g * ay, j1 = g * ax;
                 float e = pb[x] - (g * av + off);
                 m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
@@ -447,10 +537,12 @@ static void refine_shift(ts_registrar *r, double *dy, double *dx) {
                 m22 += av * av; m23 += av;
                 v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e;
             }
-            m[0][0] += m00, m[0][1] += m01, m[0][2] += m02, m[0][3] += m03;
-            m[1][1] += m11, m[1][2] += m12, m[1][3] += m13;
-            m[2][2] += m22, m[2][3] += m23, m[3][3] += (double)(xhi - xlo);
-            v[0] += v0, v[1] += v1, v[2] += v2, v[3] += v3;
+            m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
+            m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
+            m[1][1] += ts_v4f_sum(M11) + m11, m[1][2] += ts_v4f_sum(M12) + m12, m[1][3] += ts_v4f_sum(M13) + m13;
+            m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)(xhi - xlo);
+            v[0] += ts_v4f_sum(V0) + v0, v[1] += ts_v4f_sum(V1) + v1;
+            v[2] += ts_v4f_sum(V2) + v2, v[3] += ts_v4f_sum(V3) + v3;
         }
         for (int p = 0; p < 4; p++)
             for (int q = 0; q < p; q++) m[p][q] = m[q][p];
@@ -566,11 +658,7 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     }
     /* Negative-valued images (phase contrast) are shifted to be non-negative,
      * both strips by the same amount so log compression treats them alike. */
-    float lo = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (r->fa[i] < lo) lo = r->fa[i];
-        if (r->fb[i] < lo) lo = r->fb[i];
-    }
+    float lo = min_with_zero(r->fa, r->fb, n);
     ts_status st = prefilter(r, r->fa, lo, err);
     if (!st) st = prefilter(r, r->fb, lo, err);
     if (st) return st;
@@ -591,25 +679,27 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
      * the half-whitened power spectrum |A| into A (for the self-similarity
      * check below), both weighted by the spectral Gaussian. */
     size_t nc = (size_t)h * (size_t)r->wc;
-    double mag_sum = 0, amp_sum = 0;
+    float *mag = r->real; /* free until the inverse FFT; nc <= h * w */
+    double mag_sum = 0;
     for (size_t i = 0; i < nc; i++) {
         float re = r->A[i][0] * r->B[i][0] + r->A[i][1] * r->B[i][1];
         float im = r->A[i][1] * r->B[i][0] - r->A[i][0] * r->B[i][1];
         r->B[i][0] = re;
         r->B[i][1] = im;
-        r->A[i][0] = hypotf(r->A[i][0], r->A[i][1]);
+        r->A[i][0] = magnitude(r->A[i][0], r->A[i][1]);
         r->A[i][1] = 0;
-        mag_sum += hypotf(re, im);
-        amp_sum += r->A[i][0];
+        mag[i] = magnitude(re, im);
+        mag_sum += mag[i];
     }
     float eps = (float)(1e-6 * mag_sum / (double)nc) + FLT_MIN;
     for (int y = 0; y < h; y++) {
         float gy = r->gauss_y[y];
         fftwf_complex *row = r->B + (size_t)y * (size_t)r->wc;
         fftwf_complex *arow = r->A + (size_t)y * (size_t)r->wc;
+        const float *mrow = mag + (size_t)y * (size_t)r->wc;
         for (int x = 0; x < r->wc; x++) {
             float g = gy * r->gauss_x[x];
-            float s = g / (hypotf(row[x][0], row[x][1]) + eps);
+            float s = g / (mrow[x] + eps);
             row[x][0] *= s;
             row[x][1] *= s;
             arow[x][0] *= g;
@@ -763,11 +853,7 @@ ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride,
     mean_std(r->fa, n, &mean_a, &sd_a);
     mean_std(r->fb, n, &mean_b, &sd_b);
     if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) return TS_OK;
-    float lo = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (r->fa[i] < lo) lo = r->fa[i];
-        if (r->fb[i] < lo) lo = r->fb[i];
-    }
+    float lo = min_with_zero(r->fa, r->fb, n);
     ts_status st = prefilter(r, r->fa, lo, err);
     if (!st) st = prefilter(r, r->fb, lo, err);
     if (st) return st;

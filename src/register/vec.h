@@ -44,6 +44,11 @@ static inline ts_v2d ts_v2d_load(const double *p) {
 
 static inline void ts_v2d_store(double *p, ts_v2d v) { memcpy(p, &v, sizeof v); }
 
+/* The four lanes summed in double, in a fixed pairwise order. */
+static inline double ts_v4f_sum(ts_v4f v) {
+    return ((double)v[0] + (double)v[1]) + ((double)v[2] + (double)v[3]);
+}
+
 /* The eight lanes of lo and hi summed in double, in a fixed pairwise order. */
 static inline double ts_v4f_sum2(ts_v4f lo, ts_v4f hi) {
     return (((double)lo[0] + (double)lo[1]) + ((double)lo[2] + (double)lo[3])) +
