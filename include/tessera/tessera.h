@@ -214,6 +214,12 @@ void ts_solve_options_init(ts_solve_options *opt);
 /* Parse "none|linear|squared|threshold:CUT". */
 int ts_edge_weighting_parse(const char *text, ts_edge_weighting *mode, double *cut);
 
+typedef enum ts_positions_source {
+    TS_POSITIONS_NAMES = 0,
+    TS_POSITIONS_METADATA,
+    TS_POSITIONS_FILE
+} ts_positions_source;
+
 typedef struct ts_estimate_options {
     const char *input;        /* plate store (required) */
     const char *output;       /* shifts YAML to write (required) */
@@ -239,6 +245,15 @@ typedef struct ts_estimate_options {
      * implausible); ts_estimate_run then returns TS_OK with result->verdict
      * set. Default false: TS_ERR_NUMERIC, nothing written. See docs/qc.md. */
     bool accept_poor;
+    /* Where the tiles are expected (docs/register.md, "Stage positions"):
+     * TS_POSITIONS_NAMES (default) the grid of the position names x the
+     * nominal pitch; METADATA each image's OME-NGFF translation divided by
+     * its scale; FILE a Fiji TileConfiguration (positions_file). From
+     * metadata or a file the positions are the guess (as solve.guess, which
+     * may not be given with them) and the neighbour pairs are the tiles
+     * that overlap there. */
+    ts_positions_source positions;
+    const char *positions_file;
 } ts_estimate_options;
 
 void ts_estimate_options_init(ts_estimate_options *opt);

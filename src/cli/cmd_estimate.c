@@ -29,10 +29,17 @@ static const char *ESTIMATE_USAGE =
     "                         where it puts them, and tiles without usable pairs (or\n"
     "                         groups of them) are placed by it, instead of the grid\n"
     "                         x pitch; it must place every tile (else an error)\n"
+    "  --positions SRC        where the tiles are expected: names (default: the grid\n"
+    "                         of the XXXYYY names x pitch), metadata (each tile's\n"
+    "                         OME-NGFF translation / scale) or a Fiji\n"
+    "                         TileConfiguration FILE (lines matched to positions by\n"
+    "                         image name, else in order); with metadata or FILE the\n"
+    "                         pairs are the tiles that overlap there (serpentine,\n"
+    "                         irregular scans) and the positions are the guess\n"
     "  --max-shift PX         a pair's shift is at most PX from its expected offset\n"
     "                         (nominal or guessed); the expected offset itself is\n"
-    "                         checked. Default: no limit, with --guess half the\n"
-    "                         overlap; -1: no limit\n"
+    "                         checked. Default: no limit, with --guess or\n"
+    "                         --positions half the overlap; -1: no limit\n"
     "solve:\n"
     "  --solver l1|l2         robust L1 (IRLS, default) or least squares\n"
     "  --edge-weights MODE    linear (default), none, squared or threshold:CUT:\n"
@@ -97,6 +104,15 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
             cli_usage_error(cmd, "--max-shift: '%s' is not a distance in px (>= 0, or -1 for no limit)", v);
             return -1;
         }
+    } else if (!strcmp(a, "--positions")) {
+        VALUE();
+        if (!*v) {
+            cli_usage_error(cmd, "--positions: give names, metadata or a TileConfiguration file");
+            return -1;
+        }
+        o->positions = !strcmp(v, "names") ? TS_POSITIONS_NAMES
+                       : !strcmp(v, "metadata") ? TS_POSITIONS_METADATA : TS_POSITIONS_FILE;
+        o->positions_file = o->positions == TS_POSITIONS_FILE ? v : NULL;
     } else if (!strcmp(a, "--accept-poor")) {
         o->accept_poor = true;
     } else if (!strcmp(a, "--clahe")) {

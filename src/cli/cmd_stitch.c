@@ -25,6 +25,7 @@ static const char *STITCH_USAGE =
     "  --channel C, --timepoint T, --z Z, --clahe, --solver l1|l2,\n"
     "  --edge-weights MODE, --weight-floor W, --max-iterations N, --tolerance PX,\n"
     "  --cost-tolerance R, --outlier-px PX, --guess FILE, --max-shift PX,\n"
+    "  --positions names|metadata|FILE,\n"
     "  --names-yx, --cache BYTES, --accept-poor\n"
     "                                                         estimate options\n"
     "  --format, --blend, --exponent, --dtype, --chunk, --shard, --codec,\n"

@@ -318,6 +318,50 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
     return TS_OK;
 }
 
+/* --positions metadata|FILE: the positions are the guess, and the pairs
+ * are the tiles that overlap there (graph.c), whatever the names. */
+static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
+    const ts_estimate_options *opt = c->opt;
+    ts_status st = ts_estimate_read_positions(opt, c->plate, c->tile_base, c->ntiles, &c->guess, &c->guess_origin,
+                                              err);
+    if (st != TS_OK) return st;
+    int64_t cap = 0;
+    if (!(c->edges = calloc(1, sizeof *c->edges))) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    for (int w = 0; w < c->plate->nwells && st == TS_OK; w++) {
+        const ts_well_info *wi = &c->plate->wells[w];
+        if (ts_shifts_add_well(s, wi->path) != w) return ts_fail(err, TS_ERR_NOMEM, "out of memory adding well %s", wi->path);
+        for (int p = 0; p < wi->npositions; p++)
+            if (ts_shifts_add_tile(s, w, wi->positions[p]) != p)
+                return ts_fail(err, TS_ERR_NOMEM, "out of memory adding tile %s/%s", wi->path, wi->positions[p]);
+        ts_tile_pair *pairs;
+        int64_t np;
+        if ((st = ts_pairs_from_positions((const double(*)[2])(c->guess_origin + c->tile_base[w]), wi->npositions,
+                                          (int)c->h, (int)c->w, (double)(c->h - opt->overlap_y),
+                                          (double)(c->w - opt->overlap_x), wi->path,
+                                          (const char(*)[32])wi->positions, &pairs, &np, err)) != TS_OK)
+            return st;
+        if (np == 0 && wi->npositions > 1) {
+            free(pairs);
+            return ts_fail(err, TS_ERR_FORMAT, "well %s: no two of its %d tiles of %lldx%lld px overlap at the "
+                           "positions from %s (a pair needs 4 px and 2%% of the tile along one axis, half the tile "
+                           "across): nothing to register", wi->path, wi->npositions, (long long)c->h,
+                           (long long)c->w, opt->positions == TS_POSITIONS_METADATA ? "the metadata" : opt->positions_file);
+        }
+        edge *ne = np ? realloc(c->edges, (size_t)(cap + np) * sizeof *ne) : c->edges;
+        if (np && !ne) {
+            free(pairs);
+            return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld pairs", (long long)(cap + np));
+        }
+        c->edges = ne;
+        cap += np;
+        for (int64_t k = 0; k < np; k++)
+            c->edges[c->nedges++] = (edge){w, pairs[k].a, pairs[k].b, pairs[k].gx, pairs[k].gy, (ts_pair_dir)pairs[k].dir,
+                                           0, 0, {0, 0, 0, 0, 0, 0, false, false}};
+        free(pairs);
+    }
+    return st;
+}
+
 /* Shape of the first tile (all tiles must share it). */
 static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
     for (int w = 0; w < c->plate->nwells; w++) {
@@ -361,8 +405,13 @@ static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
         return ts_fail(err, TS_ERR_ARG, "estimate: max_shift %g px is not finite", opt->max_shift);
     if (opt->channel < 0 || opt->timepoint < 0 || opt->z < 0)
         return ts_fail(err, TS_ERR_ARG, "estimate: channel/timepoint/z must be >= 0");
-    const char *inputs[2] = {opt->input, opt->solve.guess};
-    return ts_check_output_path("output", opt->output, inputs, 2, err);
+    if (opt->positions != TS_POSITIONS_NAMES && opt->solve.guess)
+        return ts_fail(err, TS_ERR_ARG, "estimate: --guess and --positions are both tile origins; give one");
+    if (opt->positions == TS_POSITIONS_FILE && (!opt->positions_file || !*opt->positions_file))
+        return ts_fail(err, TS_ERR_ARG, "estimate: no positions file given");
+    const char *inputs[3] = {opt->input, opt->solve.guess,
+                             opt->positions == TS_POSITIONS_FILE ? opt->positions_file : NULL};
+    return ts_check_output_path("output", opt->output, inputs, 3, err);
 }
 
 /* Everything before the registration: the plate, the tile shape, the
@@ -394,14 +443,14 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
                                     &c->geom[TS_PAIR_BELOW], err)) != TS_OK)
         return ts_fail_context(err, st, "estimate on %lldx%lld tiles (after orientation)",
                                (long long)c->h, (long long)c->w);
-    if ((st = build_graph(c, s, err)) != TS_OK) return st;
-
     c->tile_base = malloc((size_t)c->plate->nwells * sizeof *c->tile_base + 1);
     if (!c->tile_base) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     for (int w = 0; w < c->plate->nwells; w++) {
         c->tile_base[w] = c->ntiles;
         c->ntiles += c->plate->wells[w].npositions;
     }
+    st = opt->positions == TS_POSITIONS_NAMES ? build_graph(c, s, err) : build_position_graph(c, s, err);
+    if (st != TS_OK) return st;
     if (opt->solve.guess && (st = ts_estimate_read_guess(opt->solve.guess, c->plate, c->tile_base, c->ntiles,
                                                          &c->guess, &c->guess_origin, err)) != TS_OK)
         return st;

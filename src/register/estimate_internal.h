@@ -18,6 +18,37 @@ double ts_estimate_max_shift(const ts_estimate_options *opt);
 ts_status ts_estimate_read_guess(const char *path, const ts_plate *plate, const int64_t *tile_base,
                                  int64_t ntiles, ts_shifts **guess, double (**origin)[2], ts_error *err);
 
+/* ---- stage positions (positions.c, graph.c; docs/register.md) ---- */
+
+/* The expected origin of every tile from opt->positions (TS_POSITIONS_METADATA:
+ * each image's NGFF translation / scale; TS_POSITIONS_FILE: the Fiji
+ * TileConfiguration opt->positions_file, the same file for every well),
+ * in each well's frame (min 0 per axis), into *origin (malloc'd, indexed
+ * tile_base[well] + position) and as a guess for the solve (*guess, float
+ * positions of every tile; ts_shifts_free). A tile without a position:
+ * TS_ERR_FORMAT naming it (or the file's line that matches nothing). */
+ts_status ts_estimate_read_positions(const ts_estimate_options *opt, const ts_plate *plate, const int64_t *tile_base,
+                                     int64_t ntiles, ts_shifts **guess, double (**origin)[2], ts_error *err);
+
+/* One neighbour pair found from the positions. */
+typedef struct ts_tile_pair {
+    int a, b;           /* tiles within the well; a is left of (dir 0) or above (dir 1) b */
+    int dir;            /* ts_pair_dir: 0 left/right, 1 top/bottom */
+    int gx, gy;         /* tile a's grid cell (origin / pitch, rounded): the schedule's bands */
+    int rank_a, rank_b; /* private: canonical order */
+} ts_tile_pair;
+
+/* The pairs of a well's n tiles of h x w px at origins o ([y, x]): tiles
+ * whose footprints overlap by max(4 px, 2% of the tile) along one axis and
+ * half the tile across it, left/right or top/bottom by the larger offset
+ * relative to the tile; in canonical order (tiles by grid cell of pitch,
+ * row by row, right pairs before lower ones), which for a regular grid is
+ * the grid names' order. Two tiles within 1 px of each other: TS_ERR_FORMAT
+ * naming them (names: the well's position names). *out: malloc'd. */
+ts_status ts_pairs_from_positions(const double (*o)[2], int n, int h, int w, double pitch_y, double pitch_x,
+                                  const char *well, const char (*names)[32], ts_tile_pair **out, int64_t *nout,
+                                  ts_error *err);
+
 /* ---- quality check (qc.c, docs/qc.md) ---- */
 
 /* One neighbour pair as the quality check sees it. */

@@ -30,7 +30,7 @@ ts_status ts_estimate_read_guess(const char *path, const ts_plate *plate, const 
 
 double ts_estimate_max_shift(const ts_estimate_options *opt) {
     if (opt->max_shift > 0) return opt->max_shift;
-    if (opt->max_shift < 0 || !opt->solve.guess) return 0;
+    if (opt->max_shift < 0 || (!opt->solve.guess && opt->positions == TS_POSITIONS_NAMES)) return 0;
     /* A guess off by more than half the overlap would hardly be one. */
     int overlap = opt->overlap_x < opt->overlap_y ? opt->overlap_x : opt->overlap_y;
     return 0.5 * overlap;
