@@ -9,7 +9,10 @@
  * Everything else tessera does (pre-filters, peak search, NCC, sub-pixel
  * refinement, solve, YAML) is above this floor.
  *   register_floor PLATE OVERLAP_PX [REPEATS]
- * prints one line: tiles, pairs, decode ms, fft ms, floor ms/pair. With
+ * prints a line "floor: ..." (tiles, pairs, decode ms, fft ms, floor
+ * ms/pair; CPU time of this process) and a line "fftw: ..." comparing
+ * ESTIMATE with MEASURE plans (time, planning time, a checksum of the first
+ * pair's correlation: MEASURE's may change from run to run). With
  * REPEATS > 1 the FFTs are timed that many times and the fastest kept
  * (the machine may be shared). Positions must be named XXXYYY. */
 #include <fftw3.h>
@@ -81,14 +84,14 @@ typedef struct fft_shape {
     fftwf_plan fwd, inv;
 } fft_shape;
 
-static void plan_shape(fft_shape *f, int h, int w) {
+static void plan_shape(fft_shape *f, int h, int w, unsigned flags) {
     size_t n = (size_t)h * (size_t)w, nc = (size_t)h * (size_t)(w / 2 + 1);
     f->h = h, f->w = w;
     f->real = fftwf_malloc(n * sizeof(float));
     f->A = fftwf_malloc(nc * sizeof(fftwf_complex));
     f->B = fftwf_malloc(nc * sizeof(fftwf_complex));
-    f->fwd = fftwf_plan_dft_r2c_2d(h, w, f->real, f->A, FFTW_ESTIMATE);
-    f->inv = fftwf_plan_dft_c2r_2d(h, w, f->A, f->real, FFTW_ESTIMATE);
+    f->fwd = fftwf_plan_dft_r2c_2d(h, w, f->real, f->A, flags);
+    f->inv = fftwf_plan_dft_c2r_2d(h, w, f->A, f->real, flags);
 }
 
 static void strip_in(fft_shape *f, const float *tile, int64_t tw, int y0, int x0) {
@@ -110,7 +113,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "register_floor: %s\n", err.message);
         return 1;
     }
-    double t_decode = 0, t_fft = 1e300;
+    double t_decode = 0, t_fft = 0;
     long tiles = 0, pairs = 0;
     int64_t th = 0, tw = 0;
     /* Tiles first (each decoded once, as estimate's cache does), then the
@@ -132,47 +135,67 @@ int main(int argc, char **argv) {
     ts_register_options opt;
     ts_register_options_init(&opt);
     ts_strip_geometry g[2];
-    fft_shape f[2];
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 2; d++)
         if (ts_strip_geometry_for((ts_pair_dir)d, (int)th, (int)tw, overlap, &opt, &g[d], &err) != TS_OK) {
             fprintf(stderr, "register_floor: %s\n", err.message);
             return 1;
         }
-        plan_shape(&f[d], g[d].sh, g[d].sw);
-    }
-    for (int rep = 0; rep < repeats; rep++) {
-        double t0 = now();
-        long np_all = 0;
-        for (int w = 0; w < nw; w++) {
-            int np = plate->wells[w].npositions;
-            for (int a = 0; a < np; a++)
-                for (int b = 0; b < np; b++) {
-                    int d = gx[w][b] == gx[w][a] + 1 && gy[w][b] == gy[w][a] ? TS_PAIR_RIGHT
-                            : gx[w][b] == gx[w][a] && gy[w][b] == gy[w][a] + 1 ? TS_PAIR_BELOW : -1;
-                    if (d < 0) continue;
-                    fft_shape *s = &f[d];
-                    strip_in(s, tile[w][a], tw, g[d].a_y0, g[d].a_x0);
-                    fftwf_execute_dft_r2c(s->fwd, s->real, s->A);
-                    strip_in(s, tile[w][b], tw, g[d].b_y0, g[d].b_x0);
-                    fftwf_execute_dft_r2c(s->fwd, s->real, s->B);
-                    fftwf_execute_dft_c2r(s->inv, s->B, s->real);
-                    np_all++;
-                }
+    /* FFTW_ESTIMATE (what estimate uses) and, for comparison, FFTW_MEASURE
+     * (timed planning: faster transforms, but the algorithm it picks, and
+     * so the output's last bits, may change from run to run; the checksum
+     * of the first pair's correlation shows it). */
+    static const unsigned flags[2] = {FFTW_ESTIMATE, FFTW_MEASURE};
+    double t_fft_by[2] = {1e300, 1e300}, t_plan[2] = {0, 0};
+    unsigned long long sum_by[2] = {0, 0};
+    for (int fl = 0; fl < 2; fl++) {
+        fft_shape f[2];
+        double tp = now();
+        for (int d = 0; d < 2; d++) plan_shape(&f[d], g[d].sh, g[d].sw, flags[fl]);
+        t_plan[fl] = now() - tp;
+        for (int rep = 0; rep < repeats; rep++) {
+            double t0 = now();
+            long np_all = 0;
+            for (int w = 0; w < nw; w++) {
+                int np = plate->wells[w].npositions;
+                for (int a = 0; a < np; a++)
+                    for (int b = 0; b < np; b++) {
+                        int d = gx[w][b] == gx[w][a] + 1 && gy[w][b] == gy[w][a] ? TS_PAIR_RIGHT
+                                : gx[w][b] == gx[w][a] && gy[w][b] == gy[w][a] + 1 ? TS_PAIR_BELOW : -1;
+                        if (d < 0) continue;
+                        fft_shape *s = &f[d];
+                        strip_in(s, tile[w][a], tw, g[d].a_y0, g[d].a_x0);
+                        fftwf_execute_dft_r2c(s->fwd, s->real, s->A);
+                        strip_in(s, tile[w][b], tw, g[d].b_y0, g[d].b_x0);
+                        fftwf_execute_dft_r2c(s->fwd, s->real, s->B);
+                        fftwf_execute_dft_c2r(s->inv, s->B, s->real);
+                        if (np_all++ == 0 && rep == 0) {
+                            unsigned long long h = 1469598103934665603ull;
+                            const unsigned char *p = (const unsigned char *)s->real;
+                            for (size_t i = 0; i < (size_t)s->h * (size_t)s->w * sizeof(float); i++)
+                                h = (h ^ p[i]) * 1099511628211ull;
+                            sum_by[fl] = h;
+                        }
+                    }
+            }
+            double t = now() - t0;
+            if (t < t_fft_by[fl]) t_fft_by[fl] = t;
+            pairs = np_all;
         }
-        double t = now() - t0;
-        if (t < t_fft) t_fft = t;
-        pairs = np_all;
+        for (int d = 0; d < 2; d++) {
+            fftwf_destroy_plan(f[d].fwd);
+            fftwf_destroy_plan(f[d].inv);
+            fftwf_free(f[d].real);
+            fftwf_free(f[d].A);
+            fftwf_free(f[d].B);
+        }
     }
+    t_fft = t_fft_by[0];
     printf("floor: %ld tiles of %lldx%lld, %ld pairs, strips %dx%d and %dx%d: decode %.1f ms, fft %.1f ms, "
            "%.2f ms/pair\n", tiles, (long long)th, (long long)tw, pairs, g[0].sh, g[0].sw, g[1].sh, g[1].sw,
            1e3 * t_decode, 1e3 * t_fft, pairs ? 1e3 * (t_decode + t_fft) / (double)pairs : 0.0);
-    for (int d = 0; d < 2; d++) {
-        fftwf_destroy_plan(f[d].fwd);
-        fftwf_destroy_plan(f[d].inv);
-        fftwf_free(f[d].real);
-        fftwf_free(f[d].A);
-        fftwf_free(f[d].B);
-    }
+    printf("fftw: ESTIMATE %.1f ms (planning %.1f ms, checksum %016llx), MEASURE %.1f ms (planning %.1f ms, "
+           "checksum %016llx)\n", 1e3 * t_fft_by[0], 1e3 * t_plan[0], sum_by[0], 1e3 * t_fft_by[1],
+           1e3 * t_plan[1], sum_by[1]);
     for (int w = 0; w < nw; w++) {
         for (int p = 0; p < plate->wells[w].npositions; p++) free(tile[w][p]);
         free(tile[w]), free(gx[w]), free(gy[w]);

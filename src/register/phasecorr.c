@@ -313,19 +313,29 @@ static inline float surf_at(const ts_registrar *r, int y, int x) {
 /* The k highest local maxima (3x3, periodic) of the surface, best first. */
 static int top_peaks(const ts_registrar *r, peak *out, int k) {
     int n = 0;
-    for (int y = 0; y < r->h; y++) {
-        const float *row = r->real + (size_t)y * (size_t)r->w;
-        for (int x = 0; x < r->w; x++) {
+    const int h = r->h, w = r->w;
+    for (int y = 0; y < h; y++) {
+        const float *row = r->real + (size_t)y * (size_t)w;
+        const bool inner_y = y > 0 && y + 1 < h;
+        for (int x = 0; x < w; x++) {
             float v = row[x];
             if (n == k && v <= out[n - 1].value) continue;
             bool is_max = true;
-            for (int dy = -1; dy <= 1 && is_max; dy++)
-                for (int dx = -1; dx <= 1; dx++) {
-                    if (!dy && !dx) continue;
-                    float u = surf_at(r, y + dy, x + dx);
-                    /* Ties: only the first in scan order counts. */
-                    if (u > v || (u == v && (dy < 0 || (dy == 0 && dx < 0)))) { is_max = false; break; }
-                }
+            if (inner_y && x > 0 && x + 1 < w) {
+                /* Away from the edges the neighbours need no wrapping (the
+                 * same test as below, without the modulo arithmetic). */
+                const float *up = row - w, *dn = row + w;
+                is_max = up[x - 1] < v && up[x] < v && up[x + 1] < v && row[x - 1] < v && row[x + 1] <= v &&
+                         dn[x - 1] <= v && dn[x] <= v && dn[x + 1] <= v;
+            } else {
+                for (int dy = -1; dy <= 1 && is_max; dy++)
+                    for (int dx = -1; dx <= 1; dx++) {
+                        if (!dy && !dx) continue;
+                        float u = surf_at(r, y + dy, x + dx);
+                        /* Ties: only the first in scan order counts. */
+                        if (u > v || (u == v && (dy < 0 || (dy == 0 && dx < 0)))) { is_max = false; break; }
+                    }
+            }
             if (!is_max) continue;
             int pos = n < k ? n++ : k - 1;
             while (pos > 0 && out[pos - 1].value < v) {
@@ -338,36 +348,42 @@ static int top_peaks(const ts_registrar *r, peak *out, int k) {
     return n;
 }
 
-/* NCC of b[y][x] against a[y + sy][x + sx] over their overlap. Each row's
- * five moments are summed in eight float lanes (vec.h: independent
- * chains the compiler keeps in vector registers), the lanes and the tail
- * combined in a fixed order and the rows in double: the result depends on
- * the data only. */
+/* NCC of b[y][x] against a[y + sy][x + sx] over their overlap. The five
+ * moments are summed in eight float lanes (vec.h: independent chains the
+ * compiler keeps in vector registers) and a scalar tail per row, flushed to
+ * double after every NCC_FLUSH values per lane (a few rows of a thin strip,
+ * one row of a wide one: float sums of at most that many terms) in a fixed
+ * order: the result depends on the data only. */
+#define NCC_FLUSH 256
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx) {
     int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
     int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
     if (y1 <= y0 || x1 <= x0) return 0;
+    const int rows_per_flush = (x1 - x0) / 8 >= NCC_FLUSH ? 1 : NCC_FLUSH / ((x1 - x0) / 8 + 1);
     double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
-    for (int y = y0; y < y1; y++) {
-        const float *pa = a + (size_t)(y + sy) * (size_t)w + sx;
-        const float *pb = b + (size_t)y * (size_t)w;
+    for (int yb = y0; yb < y1; yb += rows_per_flush) {
+        const int ye = yb + rows_per_flush < y1 ? yb + rows_per_flush : y1;
         ts_v4f la0 = {0}, lb0 = {0}, laa0 = {0}, lbb0 = {0}, lab0 = {0};
         ts_v4f la1 = {0}, lb1 = {0}, laa1 = {0}, lbb1 = {0}, lab1 = {0};
-        int x = x0;
-        for (; x + 8 <= x1; x += 8) {
-            ts_v4f va = ts_v4f_load(pa + x), vb = ts_v4f_load(pb + x);
-            ts_v4f wa = ts_v4f_load(pa + x + 4), wb = ts_v4f_load(pb + x + 4);
-            la0 += va, lb0 += vb, laa0 += va * va, lbb0 += vb * vb, lab0 += va * vb;
-            la1 += wa, lb1 += wb, laa1 += wa * wa, lbb1 += wb * wb, lab1 += wa * wb;
-        }
         float ra = 0, rb = 0, raa = 0, rbb = 0, rab = 0;
-        for (; x < x1; x++) {
-            float va = pa[x], vb = pb[x];
-            ra += va;
-            rb += vb;
-            raa += va * va;
-            rbb += vb * vb;
-            rab += va * vb;
+        for (int y = yb; y < ye; y++) {
+            const float *pa = a + (size_t)(y + sy) * (size_t)w + sx;
+            const float *pb = b + (size_t)y * (size_t)w;
+            int x = x0;
+            for (; x + 8 <= x1; x += 8) {
+                ts_v4f va = ts_v4f_load(pa + x), vb = ts_v4f_load(pb + x);
+                ts_v4f wa = ts_v4f_load(pa + x + 4), wb = ts_v4f_load(pb + x + 4);
+                la0 += va, lb0 += vb, laa0 += va * va, lbb0 += vb * vb, lab0 += va * vb;
+                la1 += wa, lb1 += wb, laa1 += wa * wa, lbb1 += wb * wb, lab1 += wa * wb;
+            }
+            for (; x < x1; x++) {
+                float va = pa[x], vb = pb[x];
+                ra += va;
+                rb += vb;
+                raa += va * va;
+                rbb += vb * vb;
+                rab += va * vb;
+            }
         }
         sa += ts_v4f_sum2(la0, la1) + ra;
         sb += ts_v4f_sum2(lb0, lb1) + rb;
@@ -873,3 +889,5 @@ ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride,
 void ts_registrar_refine(ts_registrar *r, double *dy, double *dx) {
     if (r->opt.refine) refine_shift(r, dy, dx);
 }
+
+double ts_registrar_min_ncc(const ts_registrar *r) { return r->opt.min_ncc; }
