@@ -26,8 +26,12 @@ static const char *FUSE_USAGE =
     "                         (created with T+1 timepoints when new)\n"
     "  --t-in T               with --t-out: the input timepoint written, default 0\n"
     "blending:\n"
-    "  --blend edt|average    weights: distance to the tile border ^ exponent\n"
-    "                         (default edt), or 1\n"
+    "  --blend edt|average|label\n"
+    "                         weights: distance to the tile border ^ exponent\n"
+    "                         (default edt), or 1; label: integer label images,\n"
+    "                         each pixel the label of the covering tile deepest\n"
+    "                         inside it, dtype kept, pyramid by 2x2 mode (the\n"
+    "                         fields' NGFF labels are always fused so)\n"
     "  --exponent E           edt exponent in [0, 6.32], default 1\n"
     "  --tcz min|max          tiles with different T/C/Z: truncate (min, default)\n"
     "                         or zero-pad (max)\n"
@@ -59,7 +63,8 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
         VALUE();
         if (!strcmp(v, "edt")) o->blend = TS_BLEND_EDT;
         else if (!strcmp(v, "average")) o->blend = TS_BLEND_AVERAGE;
-        else { cli_usage_error(cmd, "--blend: '%s' is not edt or average", v); return -1; }
+        else if (!strcmp(v, "label")) o->blend = TS_BLEND_LABEL;
+        else { cli_usage_error(cmd, "--blend: '%s' is not edt, average or label", v); return -1; }
     } else if (!strcmp(a, "--exponent")) {
         VALUE();
         if (!cli_double(cmd, a, v, &o->exponent)) return -1;

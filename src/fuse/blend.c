@@ -29,7 +29,10 @@ ts_status fuse_weights_init(fuse_well *W, ts_error *err) {
                                "(%lldx%lld px)", well->path, well->positions[t->position], W->plate->path,
                                (long long)t->h, (long long)t->w);
             }
-            W->K->weights(W->weights[k], t->h, t->w, W->opt->blend, W->opt->exponent);
+            /* Labels take the tile of the largest weight: any exponent > 0
+             * picks the same one, so edt^1. */
+            W->K->weights(W->weights[k], t->h, t->w, W->label ? TS_BLEND_EDT : W->opt->blend,
+                          W->label ? 1.0 : W->opt->exponent);
             W->nshapes++;
         }
         t->shape_id = k;
@@ -172,15 +175,18 @@ void fuse_recycle_drain(fuse_well *W) {
 }
 
 /* uint16 tiles are held as uint16 (blended straight from them), anything
- * else as float32. */
-static ts_dtype strip_dtype(ts_dtype tile) { return tile == TS_UINT16 ? TS_UINT16 : TS_FLOAT32; }
+ * else as float32, or for labels as 32-bit labels (float32 holds integers
+ * exactly only up to 2^24). */
+static ts_dtype strip_dtype(const fuse_well *W, ts_dtype tile) {
+    return tile == TS_UINT16 ? TS_UINT16 : W->label ? TS_UINT32 : TS_FLOAT32;
+}
 
 static size_t strip_estimate(void *user, int64_t unit, const fuse_slot *slot) {
     (void)unit;
     fuse_well *W = user;
     const fuse_tile *t = &W->tiles[slot->tile];
     int64_t nc = t->C < W->L.C ? t->C : W->L.C;
-    return (size_t)nc * (size_t)(slot->r1 - slot->r0) * (size_t)t->w * ts_dtype_size(strip_dtype(t->dtype));
+    return (size_t)nc * (size_t)(slot->r1 - slot->r0) * (size_t)t->w * ts_dtype_size(strip_dtype(W, t->dtype));
 }
 
 /* One oriented row of n pixels from raw (element step `step` along it)
@@ -222,7 +228,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     strip->r1 = slot->r1;
     strip->w = t->w;
     strip->nc = 0;
-    strip->dtype = strip_dtype(t->dtype);
+    strip->dtype = strip_dtype(W, t->dtype);
     /* tcz max: a tile without this t or z contributes nothing (zero pad);
      * with --resume, a strip only complete blocks use is not read. */
     if (t_in >= t->T || z >= t->Z || !fuse_resume_strip_needed(W, unit, slot)) return TS_OK;
@@ -297,7 +303,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
          * of y rows of x. */
         tz_array *arr = NULL;
         char image[4200], path[4300];
-        ts_plate_image_path(W->plate, W->w, t->position, image, sizeof image);
+        fuse_tile_image_path(W, t->position, image, sizeof image);
         snprintf(path, sizeof path, "%s/%s", image, t->level0);
         if (st == TS_OK) st = tz_array_open(path, &arr, err);
         if (st == TS_OK) {
@@ -364,6 +370,8 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
                 uint16_t *dst = (uint16_t *)strip->data + (c * rows + r) * n;
                 const uint16_t *src = (const uint16_t *)raw + at;
                 for (int64_t j = 0; j < n; j++) dst[j] = src[j * step];
+            } else if (strip->dtype == TS_UINT32) {
+                fuse_label_convert_row(t->dtype, (uint32_t *)strip->data + (c * rows + r) * n, raw, at, step, n);
             } else {
                 convert_row(t->dtype, (float *)strip->data + (c * rows + r) * n, raw, at, step, n);
             }
@@ -376,7 +384,8 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
 
 /* n quotients num/den into out, of the output dtype. */
 static void normalise(const fuse_well *W, void *out, const float *num, const float *den, int64_t n) {
-    if (W->out_dtype == TS_FLOAT32) W->K->normalise_f32(out, num, den, n);
+    if (W->label) fuse_label_store(out, W->out_dtype, (const uint32_t *)num, n);
+    else if (W->out_dtype == TS_FLOAT32) W->K->normalise_f32(out, num, den, n);
     else W->K->normalise_u16(out, num, den, n);
 }
 
@@ -475,7 +484,9 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
                     int64_t off = (y - g0) * B + (xa - x0);
                     int64_t at = s->origin + c * s->plane + (ty - s->r0) * s->row_step + (xa - t->ox);
                     const float *wrow = wimg + ty * t->w + (xa - t->ox);
-                    if (s->dtype == TS_UINT16)
+                    if (W->label)
+                        fuse_label_row(W, sc->den + off, (uint32_t *)(sc->num + off), s, at, wrow, xb - xa);
+                    else if (s->dtype == TS_UINT16)
                         W->K->accumulate_u16(sc->num + off, sc->den + off, (const uint16_t *)s->data + at, wrow, xb - xa);
                     else
                         W->K->accumulate(sc->num + off, sc->den + off, (const float *)s->data + at, wrow, xb - xa);

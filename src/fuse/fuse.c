@@ -153,15 +153,16 @@ static char *run_manifest(const ts_fuse_options *o, const ts_fuse_result *res, c
     LINE("tessera fuse run %s\n", ts_version());
     LINE("input: %s\nshifts: %s (%zu bytes, crc32 %08lx)\n", in, sh, shifts_size, (unsigned long)crc);
     LINE("format: %s\nblend: %s\nexponent: %.17g\ndtype: %s\nchunk: %d\nshard: %d\ncodec: %s\n",
-         o->format == TS_OME_04 ? "0.4" : "0.5", o->blend == TS_BLEND_EDT ? "edt" : "average", o->exponent,
+         o->format == TS_OME_04 ? "0.4" : "0.5", o->blend == TS_BLEND_EDT ? "edt" : o->blend == TS_BLEND_LABEL ? "label" : "average", o->exponent,
          ts_dtype_name(o->dtype), o->chunk, o->shard, ts_codec_name(o->codec));
     LINE("levels: %d\ntcz: %s\nt_out: %d\nt_in: %d\norientation: flipud=%d fliplr=%d rot90=%d\n", o->levels,
          o->tcz == TS_TCZ_MAX ? "max" : "min", o->t_out, o->t_in, res->orientation.flipud,
          res->orientation.fliplr, ((res->orientation.rot90 % 4) + 4) % 4);
     for (int i = 0; i < nwells; i++) {
         const fuse_layout *L = &wells[i].L;
-        LINE("well %s: %d tiles, canvas %lldx%lld, block %lld, chunk %lld, levels %d, T %lld C %lld Z %lld, "
-             "timepoints %lld from %lld\n", wells[i].plate->wells[wells[i].w].path, wells[i].ntiles,
+        LINE("well %s%s%s: %d tiles, canvas %lldx%lld, block %lld, chunk %lld, levels %d, T %lld C %lld Z %lld, "
+             "timepoints %lld from %lld\n", wells[i].plate->wells[wells[i].w].path, wells[i].sub[0] ? " " : "",
+             wells[i].sub, wells[i].ntiles,
              (long long)L->canvas_h, (long long)L->canvas_w, (long long)L->block, (long long)L->chunk, L->levels,
              (long long)L->T, (long long)L->C, (long long)L->Z, (long long)wells[i].nt, (long long)wells[i].t_out0);
     }
@@ -317,7 +318,7 @@ nomem:
  * measured, canvas checked, an existing --t-out target checked. */
 static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const ts_plate *plate,
                               int w, const ts_well_shifts *ws, const ts_orientation *orient,
-                              ts_pool *pool, ts_error *err) {
+                              const char *sub, ts_pool *pool, ts_error *err) {
     const ts_well_info *well = &plate->wells[w];
     fuse_well W;
     memset(&W, 0, sizeof W);
@@ -327,15 +328,20 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
     W.orient = *orient;
     W.K = ts_fuse_cpu_kernels();
     W.format = opt->format;
-    W.out_dtype = opt->dtype;
-    W.out_elem = ts_dtype_size(opt->dtype);
+    /* A label image (sub: one of the fields' NGFF labels) keeps its
+     * tiles' dtype (fuse_label_check_tiles); up to 4 bytes until known. */
+    W.label = opt->blend == TS_BLEND_LABEL || sub;
+    if (sub) snprintf(W.sub, sizeof W.sub, "%s", sub);
+    W.out_dtype = W.label ? TS_UINT32 : opt->dtype;
+    W.out_elem = ts_dtype_size(W.out_dtype);
     W.nworkers = ts_pool_size(pool);
     char image_path[4200];
-    snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
+    snprintf(image_path, sizeof image_path, "%s/%s/0%s%s", opt->output, well->path, sub ? "/" : "", sub ? sub : "");
 
     ts_status st = fuse_well_tiles(&W, ws, pool, err);
+    if (st == TS_OK && W.label) st = fuse_label_check_tiles(&W, err);
     if (st == TS_OK) st = fuse_canvas(W.tiles, W.ntiles, &W.canvas_h, &W.canvas_w, err);
-    if (st == TS_OK) st = ts_plate_image_meta(plate, w, 0, &W.image_meta, err);
+    if (st == TS_OK) st = fuse_tile_image_meta(&W, 0, &W.image_meta, err);
     if (st == TS_OK && opt->t_out >= 0) st = peek_existing(image_path, &W.existing, err);
     if (st == TS_OK && W.existing.present && (W.existing.H < W.canvas_h || W.existing.W < W.canvas_w))
         st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic of %lldx%lld px is smaller than this "
@@ -348,12 +354,12 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
     /* The rest of fuse_output_open's checks, here so that a mismatch in a
      * later well stops the run before an earlier one is written. */
     if (st == TS_OK && W.existing.present &&
-        (W.existing.dtype != opt->dtype || W.existing.C != W.L.C || W.existing.Z != W.L.Z ||
+        (W.existing.dtype != W.out_dtype || W.existing.C != W.L.C || W.existing.Z != W.L.Z ||
          W.existing.T <= opt->t_out))
         st = ts_fail(err, TS_ERR_ARG, "%s/0: existing mosaic is %s with T=%lld, C=%lld, Z=%lld; this "
                      "run writes %s with C=%lld, Z=%lld at T index %d", image_path,
                      ts_dtype_name(W.existing.dtype), (long long)W.existing.T, (long long)W.existing.C,
-                     (long long)W.existing.Z, ts_dtype_name(opt->dtype), (long long)W.L.C,
+                     (long long)W.existing.Z, ts_dtype_name(W.out_dtype), (long long)W.L.C,
                      (long long)W.L.Z, opt->t_out);
     if (st) {
         free(W.tiles);
@@ -397,8 +403,9 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
         ts_status st = fuse_resume_scan(W, pool, b0, b1, err);
         if (st) return st;
     }
-    char stage[128];
-    snprintf(stage, sizeof stage, "fuse %s (well %d of %d)", W->plate->wells[W->w].path, W->run_index + 1,
+    char stage[320];
+    snprintf(stage, sizeof stage, "fuse %s%s%s (well %d of %d)", W->plate->wells[W->w].path, W->sub[0] ? " " : "",
+             W->sub, W->run_index + 1,
              W->run_count);
     return fuse_pipeline_run(W->plan, W->nt * W->L.Z, b0, b1, &fns, pool, budget, max_blocks,
                              W->opt->progress, W->opt->progress_user, stage, stats, err);
@@ -413,6 +420,7 @@ static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts
         im.channel_colors[c][0] = '\0';
     }
     im.nchannels = (int)(C < TS_MAX_CHANNELS ? C : TS_MAX_CHANNELS);
+    if (W->label) return fuse_label_write_meta(W, image_path, &im, err);
     return ts_image_write_meta(image_path, W->format, &im, W->L.levels + 1, err);
 }
 
@@ -482,7 +490,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     const ts_well_info *well = &plate->wells[w];
     pthread_mutex_init(&W.recycle_mu, NULL);
     char image_path[4200];
-    snprintf(image_path, sizeof image_path, "%s/%s/0", opt->output, well->path);
+    snprintf(image_path, sizeof image_path, "%s/%s/0%s%s", opt->output, well->path, W.sub[0] ? "/" : "", W.sub);
     const ts_dist *dist = opt->dist;
     const bool first = ts_dist_rank(dist) == 0;
     fuse_pipeline_stats stats = {0};
@@ -524,8 +532,10 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     if (st) goto done;
 
     if (res) {
-        res->wells++;
-        res->tiles += W.ntiles;
+        if (!W.sub[0]) { /* a label image of the fields is part of its well */
+            res->wells++;
+            res->tiles += W.ntiles;
+        }
         res->strips_read += stats.strips_loaded;
         res->blocks_written += stats.blocks_done - resumed;
         res->output_pixels += W.L.canvas_h * W.L.canvas_w * W.L.C * W.L.Z * W.nt;
@@ -608,7 +618,8 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     ts_pool *pool = NULL;
     const char **wells = NULL;
     fuse_well *prepared = NULL;
-    int nprepared = 0;
+    int nprepared = 0, nalloc = 0;
+    char (*label_names)[TS_MAX_LABEL_IMAGES][TS_LABEL_NAME_MAX] = NULL;
     fuse_guard guard = {0};
     bool guarded = false;
     int nwells = 0;
@@ -650,15 +661,37 @@ ts_status ts_fuse_run(const ts_fuse_options *opt, ts_fuse_result *result, ts_err
     wells = calloc((size_t)plate->nwells + 1, sizeof *wells);
     if (!pool || !wells) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: thread pool"); goto prepared; }
     prepared = calloc((size_t)plate->nwells + 1, sizeof *prepared);
-    if (!prepared) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto prepared; }
+    nalloc = plate->nwells + 1;
+    label_names = calloc((size_t)plate->nwells + 1, sizeof *label_names);
+    if (!prepared || !label_names) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto prepared; }
     for (int w = 0; w < plate->nwells; w++) {
         int sw = ts_shifts_find_well(shifts, plate->wells[w].path); /* >= 0: fuse_check_wells */
-        st = well_prepare(&prepared[nwells], opt, plate, w, &shifts->wells[sw], &res->orientation, pool, err);
-        if (st) goto prepared;
-        nprepared = nwells + 1;
-        if ((st = fuse_check_tile_shape(&prepared[nwells], shifts, err)) != TS_OK) goto prepared;
+        /* The well's image, then the label images its fields have (NGFF
+         * labels of the first position), each fused as labels into the
+         * mosaic's labels/<name> (label.c). */
+        int nl = 0, image = nprepared;
+        char names_path[4300];
+        ts_plate_image_path(plate, w, 0, names_path, sizeof names_path);
+        if ((st = ts_labels_list(names_path, label_names[w], TS_MAX_LABEL_IMAGES, &nl, err)) != TS_OK) goto prepared;
+        if (nprepared + 1 + nl > nalloc) {
+            int want = (nprepared + 1 + nl) * 2;
+            fuse_well *grown = realloc(prepared, (size_t)want * sizeof *prepared);
+            if (!grown) { st = ts_fail(err, TS_ERR_NOMEM, "fuse: wells"); goto prepared; }
+            prepared = grown, nalloc = want;
+        }
+        for (int l = -1; l < nl; l++) {
+            char sub[160];
+            if (l >= 0) snprintf(sub, sizeof sub, "labels/%s", label_names[w][l]);
+            st = well_prepare(&prepared[nprepared], opt, plate, w, &shifts->wells[sw], &res->orientation,
+                              l >= 0 ? sub : NULL, pool, err);
+            if (st) goto prepared;
+            fuse_well *P = &prepared[nprepared++];
+            P->run_index = nwells;
+            P->label_index = l, P->nlabel_names = nl, P->label_names = (const char (*)[TS_LABEL_NAME_MAX])label_names[w];
+            if ((st = fuse_check_tile_shape(P, shifts, err)) != TS_OK) goto prepared;
+            if (l >= 0 && (st = fuse_label_check_shapes(&prepared[image], P, err)) != TS_OK) goto prepared;
+        }
         wells[nwells++] = plate->wells[w].path;
-        nprepared = nwells;
     }
     if (nwells == 0)
         st = ts_fail(err, TS_ERR_FORMAT, "plate %s has no well to fuse", opt->input);
@@ -668,14 +701,14 @@ prepared:
      * --memory: every rank takes the first rank's, so all derive one. */
     uint64_t layout_memory = opt->memory;
     if (st == TS_OK) st = ts_dist_bcast(dist, &layout_memory, sizeof layout_memory, 0, err);
-    for (int i = 0; st == TS_OK && i < nwells; i++) st = well_layout(&prepared[i], (size_t)layout_memory, err);
+    for (int i = 0; st == TS_OK && i < nprepared; i++) st = well_layout(&prepared[i], (size_t)layout_memory, err);
     st = ts_dist_agree(dist, st, err);
     if (st) goto done;
     /* Nothing is written before this point: from here a failure undoes
      * what the run wrote (run_guard.h). Only the first rank guards: it
      * creates the store, and it undoes a failed run once every rank has
      * agreed on the failure (so none is still writing). */
-    if (first && stage.dir[0]) st = manifest_step(opt, res, prepared, nwells, &stage, err);
+    if (first && stage.dir[0]) st = manifest_step(opt, res, prepared, nprepared, &stage, err);
     if (st == TS_OK && first && opt->resume) {
         /* The interrupted run's store is written on in place, its blocks
          * checked (resume.c); only its writers' dead temporaries go. */
@@ -685,9 +718,12 @@ prepared:
         guarded = st == TS_OK;
     }
     st = ts_dist_agree(dist, st, err);
-    for (int i = 0; st == TS_OK && i < nwells; i++) {
-        prepared[i].run_index = i, prepared[i].run_count = nwells;
-        st = well_run(&prepared[i], pool, first && guarded ? &guard : NULL, i, res, err);
+    /* A well's label images after its image: written into it, the
+     * guard's (staged) build in a new store, else the swapped-in image. */
+    for (int i = 0; st == TS_OK && i < nprepared; i++) {
+        prepared[i].run_count = nwells;
+        fuse_guard *g = first && guarded && !prepared[i].sub[0] ? &guard : NULL;
+        st = well_run(&prepared[i], pool, g, prepared[i].run_index, res, err);
     }
     if (st) goto done;
     if (first) st = write_plate_meta(opt, plate, wells, nwells, err);
@@ -709,6 +745,7 @@ done:
 
     for (int i = 0; prepared && i < nprepared; i++) free(prepared[i].tiles);
     free(prepared);
+    free(label_names);
     free(wells);
     ts_pool_destroy(pool);
     ts_plate_close(plate);

@@ -78,6 +78,17 @@ typedef struct fuse_well {
     int64_t *resume_slot_off;    /* band b's slots start at [b] */
     int64_t resume_blocks_kept;
     int run_index, run_count;    /* this well is number run_index + 1 of the run's run_count (progress) */
+    /* Label images (label.c): not blended but the covering tile of the
+     * largest weight taken (--blend label, or a label image of the fields). */
+    bool label;
+    /* A label image of the fields' NGFF labels: its path under each
+     * position's image and under the mosaic ("labels/cells"); "" for the
+     * images themselves. */
+    char sub[160];
+    /* Of a label image of the fields: its index among the image's labels,
+     * all of whose names the last one lists in the mosaic's labels group. */
+    int label_index, nlabel_names;
+    const char (*label_names)[TS_LABEL_NAME_MAX];
 } fuse_well;
 
 /* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z);
@@ -113,6 +124,31 @@ ts_status fuse_weights_init(fuse_well *W, ts_error *err);
 /* Bytes of the weight images (after fuse_weights_init): part of --memory. */
 size_t fuse_weights_bytes(const fuse_well *W);
 void fuse_weights_free(fuse_well *W);
+
+/* label.c: label images (docs/fuse.md "Label images"). */
+/* After fuse_well_tiles: every tile is of one integer dtype of at most 32
+ * bits, which the mosaic keeps (out_dtype). */
+ts_status fuse_label_check_tiles(fuse_well *W, ts_error *err);
+/* One oriented row of a label tile into 32-bit labels (sign-extended
+ * bits for signed dtypes, truncated back on output). */
+void fuse_label_convert_row(ts_dtype dt, uint32_t *dst, const void *raw, int64_t at, int64_t step, int64_t n);
+/* One strip row over one block row: the kernels' label_u16/label_u32. */
+void fuse_label_row(const fuse_well *W, float *best, uint32_t *lab, const fuse_strip *s, int64_t at,
+                    const float *w, int64_t n);
+/* n labels into the output dtype. */
+void fuse_label_store(void *out, ts_dtype dt, const uint32_t *lab, int64_t n);
+/* The mosaic's label image metadata at image_path (multiscales of 2x2
+ * modes, image-label with the input's colours and properties, and for a
+ * label image of the fields its source and, from the last one, the labels
+ * group listing them). */
+ts_status fuse_label_write_meta(const fuse_well *W, const char *image_path, ts_image_meta *im, ts_error *err);
+/* A label image of the fields has the tiles of the image: the same shapes. */
+ts_status fuse_label_check_shapes(const fuse_well *image, const fuse_well *label, ts_error *err);
+/* Image path of position p as this well reads it (with W->sub). */
+void fuse_tile_image_path(const fuse_well *W, int p, char *out, size_t n);
+/* Image metadata and level-0 array of position p (with W->sub). */
+ts_status fuse_tile_image_meta(const fuse_well *W, int p, ts_image_meta *meta, ts_error *err);
+ts_status fuse_tile_open(const fuse_well *W, int p, ts_image_meta *meta, tz_array **arr, ts_error *err);
 
 /* output.c: output arrays and block writes. */
 /* Opens the arrays of every level at image_path: create, the first rank:

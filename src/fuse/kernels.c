@@ -12,6 +12,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 /* max(d, FLT_MIN) written as a select, which maps onto maxps (fmaxf's NaN
  * rules keep gcc from vectorising it). */
@@ -118,6 +119,68 @@ static void downsample_f32_cpu(float *dst, int64_t dst_stride, const float *src,
     }
 }
 
+static void label_u16_cpu(float *restrict best, uint32_t *restrict lab, const uint16_t *restrict v,
+                          const float *restrict w, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        bool take = w[i] > best[i];
+        best[i] = take ? w[i] : best[i];
+        lab[i] = take ? (uint32_t)v[i] : lab[i];
+    }
+}
+
+static void label_u32_cpu(float *restrict best, uint32_t *restrict lab, const uint32_t *restrict v,
+                          const float *restrict w, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        bool take = w[i] > best[i];
+        best[i] = take ? w[i] : best[i];
+        lab[i] = take ? v[i] : lab[i];
+    }
+}
+
+static uint32_t label_load(const unsigned char *p, size_t elem) {
+    if (elem == 1) return *p;
+    if (elem == 2) { uint16_t v; memcpy(&v, p, 2); return v; }
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static void label_store(unsigned char *p, size_t elem, uint32_t v) {
+    if (elem == 1) *p = (unsigned char)v;
+    else if (elem == 2) { uint16_t u = (uint16_t)v; memcpy(p, &u, 2); }
+    else memcpy(p, &v, 4);
+}
+
+/* The most frequent of v[0..n), ties to the earliest. */
+static uint32_t label_mode(const uint32_t *v, int n) {
+    uint32_t pick = v[0];
+    int most = 0;
+    for (int i = 0; i < n; i++) {
+        int count = 0;
+        for (int j = 0; j < n; j++) count += v[j] == v[i];
+        if (count > most) most = count, pick = v[i];
+    }
+    return pick;
+}
+
+static void downsample_label_cpu(void *dst, int64_t dst_stride, const void *src, int64_t stride,
+                                 int64_t h, int64_t w, size_t elem) {
+    int64_t oh = (h + 1) / 2, ow = (w + 1) / 2;
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    for (int64_t y = 0; y < oh; y++)
+        for (int64_t x = 0; x < ow; x++) {
+            uint32_t v[4];
+            int n = 0;
+            for (int64_t dy = 0; dy < 2; dy++)
+                for (int64_t dx = 0; dx < 2; dx++) {
+                    int64_t sy = 2 * y + dy, sx = 2 * x + dx;
+                    if (sy < h && sx < w) v[n++] = label_load(s + (size_t)(sy * stride + sx) * elem, elem);
+                }
+            label_store(d + (size_t)(y * dst_stride + x) * elem, elem, label_mode(v, n));
+        }
+}
+
 static const ts_fuse_kernels CPU_KERNELS = {
     .weights = weights_cpu,
     .accumulate = accumulate_cpu,
@@ -126,6 +189,9 @@ static const ts_fuse_kernels CPU_KERNELS = {
     .normalise_f32 = normalise_f32_cpu,
     .downsample_u16 = downsample_u16_cpu,
     .downsample_f32 = downsample_f32_cpu,
+    .label_u16 = label_u16_cpu,
+    .label_u32 = label_u32_cpu,
+    .downsample_label = downsample_label_cpu,
 };
 
 const ts_fuse_kernels *ts_fuse_cpu_kernels(void) { return &CPU_KERNELS; }

@@ -42,6 +42,23 @@ typedef struct ts_fuse_kernels {
                            int64_t stride, int64_t h, int64_t w);
     void (*downsample_f32)(float *dst, int64_t dst_stride, const float *src, int64_t stride,
                            int64_t h, int64_t w);
+    /* Label images (--blend label, src/fuse/label.c): no blending. best
+     * (the weight of the pixel's tile so far) and lab (its label, as 32
+     * bits) start at 0; each tile row takes the pixels where its weight is
+     * greater than best (strictly: of equal weights the tile blended first,
+     * the lowest tile index, keeps the pixel), its 0 (background) included:
+     * a tile that covers a pixel says what is there. */
+    void (*label_u16)(float *restrict best, uint32_t *restrict lab, const uint16_t *restrict v,
+                      const float *restrict w, int64_t n);
+    void (*label_u32)(float *restrict best, uint32_t *restrict lab, const uint32_t *restrict v,
+                      const float *restrict w, int64_t n);
+    /* 2x downsampling of a label image of elem (1, 2 or 4) byte integers:
+     * each pixel the most frequent value of the source pixels that exist
+     * (2x2, fewer at odd edges), 0 included; a tie goes to the first in
+     * raster order (top-left, top-right, bottom-left, bottom-right). Never
+     * a value that is not in the source (a mean would invent labels). */
+    void (*downsample_label)(void *dst, int64_t dst_stride, const void *src, int64_t stride,
+                             int64_t h, int64_t w, size_t elem);
 } ts_fuse_kernels;
 
 /* The portable C kernels. */

@@ -158,7 +158,11 @@ ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t, int64_t z,
             if (wp > Bp) wp = Bp;
             memset(sc->level[k], 0, (size_t)(L->C * Bk * Bk) * W->out_elem);
             for (int64_t c = 0; c < L->C; c++) {
-                if (W->out_dtype == TS_FLOAT32)
+                if (W->label) /* the 2x2 mode: a mean would invent labels */
+                    W->K->downsample_label((unsigned char *)sc->level[k] + (size_t)(c * Bk * Bk) * W->out_elem, Bk,
+                                           (const unsigned char *)sc->level[k - 1] + (size_t)(c * Bp * Bp) * W->out_elem,
+                                           Bp, hp, wp, W->out_elem);
+                else if (W->out_dtype == TS_FLOAT32)
                     W->K->downsample_f32((float *)sc->level[k] + c * Bk * Bk, Bk,
                                          (const float *)sc->level[k - 1] + c * Bp * Bp, Bp, hp, wp);
                 else

@@ -28,8 +28,8 @@ static ts_status read_tile_meta(void *user, int64_t i, int worker, ts_error *err
     const ts_well_info *well = &W->plate->wells[W->w];
     ts_image_meta meta;
     char path[4200];
-    ts_plate_image_path(W->plate, W->w, t->position, path, sizeof path);
-    ts_status st = ts_plate_open_array(W->plate, W->w, t->position, 0, &meta, &arr, err);
+    fuse_tile_image_path(W, t->position, path, sizeof path);
+    ts_status st = fuse_tile_open(W, t->position, &meta, &arr, err);
     if (st != TS_OK) return st;
     const tz_array_meta *m = tz_array_get_meta(arr);
     int rc = 0;

@@ -119,6 +119,65 @@ static void test_downsample_odd_edges(void **state) {
     assert_true(fd[0] == 2.5f && fd[2] == 6.0f && fd[6] == 50.0f && fd[4] == 15.0f);
 }
 
+/* Labels: the tile of the largest weight takes the pixel, its 0 included;
+ * equal weights keep the tile blended first; labels above 2^24 (not exact
+ * in float32) and all 32 bits pass through. */
+static void test_label_largest_weight_wins(void **state) {
+    (void)state;
+    enum { N = 7 };
+    float best[N] = {0};
+    uint32_t lab[N] = {0};
+    const uint16_t a[N] = {5, 5, 0, 5, 5, 5, 5};
+    const float wa[N] = {1, 3, 3, 2, 1e-6f, 2, 0.5f};
+    K->label_u16(best, lab, a, wa, N);
+    const uint32_t b[N] = {16777217u, 7, 7, 0, 4294967295u, 7, 7};
+    const float wb[N] = {2, 1, 1, 3, 1e-6f, 2, 0.25f};
+    K->label_u32(best, lab, b, wb, N);
+    assert_int_equal(lab[0], 16777217u); /* b's weight larger; exact beyond float32's integers */
+    assert_int_equal(lab[1], 5);         /* a's weight larger */
+    assert_int_equal(lab[2], 0);         /* a covers with 0 and weighs more: background */
+    assert_int_equal(lab[3], 0);         /* b's 0 weighs more: background over a's 5 */
+    assert_int_equal(lab[4], 5);         /* tie (ring weights): the first tile keeps it */
+    assert_int_equal(lab[5], 5);         /* tie */
+    assert_int_equal(lab[6], 5);
+    assert_true(best[0] == 2.0f && best[3] == 3.0f && best[4] == 1e-6f);
+    /* A pixel no tile covers stays 0 with weight 0. */
+    float b2[2] = {0};
+    uint32_t l2[2] = {0};
+    const uint32_t v2[2] = {9, 9};
+    const float w2[2] = {0, 0};
+    K->label_u32(b2, l2, v2, w2, 2);
+    assert_int_equal(l2[0], 0);
+}
+
+static void test_label_downsample_mode(void **state) {
+    (void)state;
+    /* 3 x 5 of uint32 in stride 6 -> 2 x 3: mode of each 2x2, zero counts,
+     * ties to the first in raster order, odd edges over what exists. */
+    const uint32_t src[3 * 6] = {7, 9, 4, 4, 3, 99,
+                                 9, 9, 5, 6, 0, 99,
+                                 2, 0, 0, 8, 1, 99};
+    uint32_t dst[2 * 4] = {0};
+    K->downsample_label(dst, 4, src, 6, 3, 5, 4);
+    assert_int_equal(dst[0], 9);  /* 7 9 / 9 9 */
+    assert_int_equal(dst[1], 4);  /* 4 4 / 5 6 */
+    assert_int_equal(dst[2], 3);  /* 3 / 0: a tie, the first */
+    assert_int_equal(dst[4], 2);  /* 2 0: a tie */
+    assert_int_equal(dst[5], 0);  /* 0 8 */
+    assert_int_equal(dst[6], 1);  /* the corner's one pixel */
+    assert_int_equal(dst[3], 0);  /* untouched beyond the output width */
+    /* Never a value that is not in the source, for 1 and 2 byte labels too
+     * (a mean of 2, 2, 4, 4 would be 3). */
+    const uint16_t s16[4] = {2, 4, 4, 2};
+    uint16_t d16 = 0;
+    K->downsample_label(&d16, 1, s16, 2, 2, 2, 2);
+    assert_int_equal(d16, 2);
+    const uint8_t s8[4] = {0, 200, 200, 0};
+    uint8_t d8 = 1;
+    K->downsample_label(&d8, 1, s8, 2, 2, 2, 1);
+    assert_int_equal(d8, 0);
+}
+
 int main(void) {
     K = ts_fuse_cpu_kernels();
     const struct CMUnitTest tests[] = {
@@ -127,6 +186,8 @@ int main(void) {
         cmocka_unit_test(test_normalise_nan_gives_zero),
         cmocka_unit_test(test_normalise_rounds_clamps_and_leaves_uncovered_zero),
         cmocka_unit_test(test_downsample_odd_edges),
+        cmocka_unit_test(test_label_largest_weight_wins),
+        cmocka_unit_test(test_label_downsample_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
