@@ -144,7 +144,20 @@ ts_status ts_simulate(const ts_simulate_options *opt, ts_error *err);
 /* A folder of TIFF tiles as a plate (docs/import.md): every file of `input`
  * whose name matches `pattern` becomes one position of one well, named
  * XXXYYY from its grid column and row, array 0 shaped (1, C, 1, Y, X) with
- * the TIFF's dtype (uint8 or uint16) and one channel per page. */
+ * the TIFF's dtype (uint8 or uint16) and one channel per page. OME-TIFF
+ * tiles give the pixel size, channel names and stage position (written as
+ * the NGFF translation) from their OME-XML. */
+
+/* How a running {index} fills the grid: row by row or column by column,
+ * each starting from the same side (ROW, COLUMN) or turning back at the end
+ * of each row / column (SNAKE_*, serpentine scans). */
+typedef enum ts_import_order {
+    TS_ORDER_ROW = 0,
+    TS_ORDER_COLUMN,
+    TS_ORDER_SNAKE_ROW,
+    TS_ORDER_SNAKE_COLUMN
+} ts_import_order;
+
 typedef struct ts_import_options {
     const char *input;        /* folder of TIFF tiles (required) */
     const char *output;       /* plate store to create (required; an existing plate is replaced) */
@@ -152,13 +165,16 @@ typedef struct ts_import_options {
                                  default "r{row}_c{col}.tif" */
     const char *well;         /* default "A/1" */
     int first_index;          /* what {row}, {col}, {index} count from: 0 (default) or 1 */
-    int grid_cols, grid_rows; /* required with {index} (row-major); with {row}/{col}: 0 =
+    int grid_cols, grid_rows; /* required with {index}; with {row}/{col}: 0 =
                                  from the largest row and column found, else a bound */
+    ts_import_order order;    /* {index} only; default TS_ORDER_ROW */
     bool names_yx;            /* name positions YYYXXX instead of XXXYYY */
     ts_ome_version format;    /* default TS_OME_05 */
     int chunk;                /* chunk side, px; 0 (default) = one chunk per tile plane */
     ts_codec codec;           /* default zstd */
-    double scale_y, scale_x;  /* pixel size in micrometres, default 1 */
+    int codec_level;          /* 0 = the codec's default (ts_codec_check_level) */
+    double scale_y, scale_x;  /* pixel size in micrometres; 0 (default): the OME-XML's
+                                 PhysicalSizeY/X, else 1 */
     int threads;              /* 0 = all cores */
     ts_progress_fn progress;  /* optional */
     void *progress_user;
@@ -172,6 +188,11 @@ typedef struct ts_import_result {
     int64_t tile_h, tile_w;
     int channels;             /* pages per TIFF */
     ts_dtype dtype;
+    double scale_y, scale_x;  /* the pixel size written, micrometres */
+    bool scale_from_ome;      /* ... taken from the OME-XML */
+    bool names_from_ome;      /* channel labels taken from the OME-XML */
+    bool positions;           /* stage positions written (NGFF translations) */
+    bool position_unit_assumed; /* ... whose OME unit was "reference frame", taken as µm */
 } ts_import_result;
 
 void ts_import_options_init(ts_import_options *opt);

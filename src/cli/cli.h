@@ -22,7 +22,9 @@ int cmd_verify(int argc, char **argv);
 
 /* Estimate-stage options (also parsed by stitch): 1 consumed, 0 not ours,
  * -1 usage error (printed). */
-int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o);
+struct cli_overlaps;
+int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o,
+                        struct cli_overlaps *ov);
 /* Warns on stderr when most neighbour pairs did not match (wrong overlap or
  * orientation), for estimate and stitch alike. */
 void cli_estimate_warn(const char *cmd, const ts_estimate_result *r);
@@ -72,9 +74,48 @@ bool cli_int(const char *cmd, const char *flag, const char *text, long lo, long 
 bool cli_double(const char *cmd, const char *flag, const char *text, double *out);
 bool cli_size(const char *cmd, const char *flag, const char *text, size_t *out); /* 2G, 512M, bytes */
 bool cli_pair(const char *cmd, const char *flag, const char *text, char sep, int *a, int *b); /* "4x3" */
+/* An overlap as given: px, or a percentage of the tile's extent on the
+ * axis it applies to (x: the width, y: the height, of the tile as
+ * oriented), resolved by cli_overlap_px once that is known. */
+typedef struct cli_overlap {
+    int px;
+    double percent; /* >= 0: N% was given; < 0: px */
+} cli_overlap;
+/* "PX" (an integer in [lo_px, hi_px]) or "N%" (0 <= N < 100, and N > 0
+ * when lo_px > 0): the one parser of every --overlap* option. */
+bool cli_overlap_value(const char *cmd, const char *flag, const char *text, long lo_px, long hi_px,
+                       cli_overlap *out);
+/* The px of an overlap on an axis of `extent` px (a percentage rounded to
+ * the nearest px). */
+int cli_overlap_px(const cli_overlap *ov, int64_t extent);
+
+/* estimate's and stitch's --overlap, --overlap-x, --overlap-y (overlap.c):
+ * parsed by cli_estimate_option, resolved against the plate's first tile
+ * (as oriented) by cli_overlap_resolve into o->overlap_x / overlap_y. */
+typedef struct cli_overlaps {
+    cli_overlap x, y;
+    bool x_given, y_given;
+} cli_overlaps;
+int cli_overlap_option(const char *cmd, int argc, char **argv, int *i, cli_overlaps *ov);
+/* CLI_OK, or CLI_USAGE / CLI_FAIL after printing (no overlap given, a
+ * plate that cannot be read for its tile shape, a percentage under 1 px). */
+int cli_overlap_resolve(const char *cmd, const cli_overlaps *ov, ts_estimate_options *o);
+
 /* --format 0.4|0.5 and --codec NAME, with the usage error when invalid. */
 bool cli_format(const char *cmd, const char *text, ts_ome_version *out);
 bool cli_codec(const char *cmd, const char *text, ts_codec *out);
+
+/* Every command's arguments pass through this first (main.c): each
+ * "--name=value" becomes "--name" "value", so --opt=value works for every
+ * option of every command. Only the first '=' splits, only after a name of
+ * lower-case letters, digits and '-': values keep theirs (--pattern=a=b.tif
+ * is "--pattern" "a=b.tif"); argv[0] is kept. Valid until cli_split_free. */
+char **cli_split_options(int argc, char **argv, int *out_argc);
+void cli_split_free(void);
+/* True (after a usage error naming the flag) when arg is a value split off
+ * a --flag=value whose flag did not take it: parsers call it (through
+ * cli_positional) before taking an argument as positional or unknown. */
+bool cli_stray_value(const char *cmd, const char *arg);
 
 /* A flag's value: argv[i+1], advancing i; prints a usage error if missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);

@@ -15,9 +15,10 @@ static const char *ESTIMATE_USAGE =
     "and write them, with the pairwise measurements, to shifts.yaml.\n"
     "\n"
     "registration:\n"
-    "  --overlap PX           nominal overlap of neighbouring tiles, both axes\n"
-    "  --overlap-x PX         overlap of left/right neighbours (oriented tiles)\n"
-    "  --overlap-y PX         overlap of top/bottom neighbours (oriented tiles)\n"
+    "  --overlap PX|N%        nominal overlap of neighbouring tiles, both axes (N%:\n"
+    "                         of the tile width for x, of its height for y)\n"
+    "  --overlap-x PX|N%      overlap of left/right neighbours (oriented tiles)\n"
+    "  --overlap-y PX|N%      overlap of top/bottom neighbours (oriented tiles)\n"
     "  --channel C            channel registered, default 0\n"
     "  --timepoint T          timepoint registered, default 0\n"
     "  --z Z                  z plane registered, default 0\n"
@@ -72,23 +73,15 @@ static const char *ESTIMATE_USAGE =
 
 /* Options of the estimate stage proper (shared with `stitch`). Returns 1 if
  * argv[*i] was one of them, 0 if not, -1 on a usage error (printed). */
-int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o) {
+int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estimate_options *o,
+                        cli_overlaps *ov) {
     const char *a = argv[*i];
     const char *v;
     int r = cli_solve_option(cmd, argc, argv, i, &o->solve);
+    if (r == 0) r = cli_overlap_option(cmd, argc, argv, i, ov);
     if (r != 0) return r;
 #define VALUE() do { if (!(v = cli_value(cmd, argc, argv, i))) return -1; } while (0)
-    if (!strcmp(a, "--overlap")) {
-        VALUE();
-        if (!cli_int(cmd, a, v, 1, 1 << 20, &o->overlap_x)) return -1;
-        o->overlap_y = o->overlap_x;
-    } else if (!strcmp(a, "--overlap-x")) {
-        VALUE();
-        if (!cli_int(cmd, a, v, 1, 1 << 20, &o->overlap_x)) return -1;
-    } else if (!strcmp(a, "--overlap-y")) {
-        VALUE();
-        if (!cli_int(cmd, a, v, 1, 1 << 20, &o->overlap_y)) return -1;
-    } else if (!strcmp(a, "--channel")) {
+    if (!strcmp(a, "--channel")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 1 << 20, &o->channel)) return -1;
     } else if (!strcmp(a, "--timepoint")) {
@@ -235,6 +228,7 @@ int cmd_estimate(int argc, char **argv) {
     ts_estimate_options o;
     ts_estimate_options_init(&o);
     cli_common com = {0};
+    cli_overlaps overlaps = {0};
     const char *input = NULL;
     int npos = 0;
     bool quiet = false;
@@ -252,7 +246,7 @@ int cmd_estimate(int argc, char **argv) {
             if (!(report = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
             continue;
         }
-        int r = cli_estimate_option(cmd, argc, argv, &i, &o);
+        int r = cli_estimate_option(cmd, argc, argv, &i, &o, &overlaps);
         if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
         if (r < 0) return CLI_USAGE;
         if (r == 0 && cli_positional(cmd, argv[i], &input, &npos, 1) != CLI_OK) return CLI_USAGE;
@@ -263,9 +257,9 @@ int cmd_estimate(int argc, char **argv) {
     o.threads = com.threads;
     if (!input) return cli_usage_error(cmd, "needs PLATE");
     if (!o.output) return cli_usage_error(cmd, "needs -o shifts.yaml");
-    if (o.overlap_x <= 0 || o.overlap_y <= 0)
-        return cli_usage_error(cmd, "needs --overlap PX (or both --overlap-x and --overlap-y)");
     o.input = input;
+    int code = cli_overlap_resolve(cmd, &overlaps, &o);
+    if (code != CLI_OK) return code;
     o.progress = cli_progress;
     o.dist = cli_dist();
     ts_estimate_result res;

@@ -16,18 +16,24 @@ static void help(void) {
         "grid column and row, so that estimate, fuse and stitch take the plate as is.\n"
         "Tiles are greyscale, 8- or 16-bit unsigned (kept as uint8 / uint16), all of one\n"
         "size; the pages of a multi-page TIFF are channels. Files that do not match the\n"
-        "pattern are ignored.\n\n"
+        "pattern are ignored. OME-TIFF tiles give the pixel size, the channel names and\n"
+        "the stage positions (written as NGFF translations) from their OME-XML.\n\n"
         "options:\n"
         "  -o, --output PLATE     plate store to create (an existing plate there is replaced)\n"
         "  --pattern TEXT         file names, with {row} and {col}, or {index} (a running\n"
-        "                         number filling --grid row by row); digits may be\n"
+        "                         number filling --grid in --order); digits may be\n"
         "                         zero-padded; the rest is literal (default 'r{row}_c{col}.tif')\n"
+        "  --order ORDER          how {index} fills the grid: row (default: row by row, each\n"
+        "                         from the left), column (column by column, each from the\n"
+        "                         top), snake-row, snake-column (serpentine: every other\n"
+        "                         row / column runs back)\n"
         "  --first-index 0|1      what the numbers in the names count from (default 0)\n"
         "  --grid COLSxROWS       the grid: required with {index}; with {row}/{col} a bound\n"
         "                         (default: the largest row and column found)\n"
         "  --well ROW/COL         the well (default A/1)\n"
         "  --names-yx             name positions YYYXXX instead of XXXYYY\n"
-        "  --scale Y,X            pixel size in micrometres (default 1,1)\n"
+        "  --scale Y,X            pixel size in micrometres (default: the OME-XML's\n"
+        "                         PhysicalSizeY/X, else 1,1)\n"
         "  --format 0.4|0.5       OME-Zarr version: 0.4 zarr v2, 0.5 zarr v3 (default 0.5)\n"
         "  --chunk PX             chunk side (default: one chunk per tile plane; with 0.5,\n"
         "                         one shard per plane of PX x PX chunks)\n"
@@ -36,7 +42,8 @@ static void help(void) {
         "  --json                 print a JSON summary\n"
         "  --progress MODE        auto (default: bar on a terminal, else log), bar,\n"
         "                         log[:SECONDS] (a line every 15 s), none\n"
-        "  -q, --quiet            print nothing on success\n");
+        "  -q, --quiet            print nothing on success\n"
+        "Options take their value as the next argument or after '=' (--grid=4x3).\n");
 }
 
 static bool parse_scale(const char *text, double *y, double *x) {
@@ -50,6 +57,17 @@ static bool parse_scale(const char *text, double *y, double *x) {
     return true;
 bad:
     cli_usage_error(CMD, "--scale: '%s' is not Y,X (two positive numbers, micrometres)", text);
+    return false;
+}
+
+static bool parse_order(const char *text, ts_import_order *out) {
+    static const char *const NAMES[] = {"row", "column", "snake-row", "snake-column"};
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(text, NAMES[k])) {
+            *out = (ts_import_order)k;
+            return true;
+        }
+    cli_usage_error(CMD, "--order: '%s' is not row, column, snake-row or snake-column", text);
     return false;
 }
 
@@ -80,6 +98,9 @@ int cmd_import(int argc, char **argv) {
             if (o.grid_cols > 999 || o.grid_rows > 999)
                 return cli_usage_error(CMD, "--grid: '%s': at most 999 per side (positions are "
                                             "named with 3 digits)", v);
+        } else if (!strcmp(a, "--order")) {
+            VALUE();
+            if (!parse_order(v, &o.order)) return CLI_USAGE;
         } else if (!strcmp(a, "--well")) {
             VALUE();
             o.well = v;
@@ -133,14 +154,23 @@ int cmd_import(int argc, char **argv) {
         json_object_set_new(j, "tile", json_pack("[II]", (json_int_t)r.tile_h, (json_int_t)r.tile_w));
         json_object_set_new(j, "channels", json_integer(r.channels));
         json_object_set_new(j, "dtype", json_string(ts_dtype_name(r.dtype)));
+        json_object_set_new(j, "pixel_size", json_pack("[ff]", r.scale_y, r.scale_x));
+        json_object_set_new(j, "pixel_size_from", json_string(r.scale_from_ome ? "ome-xml" : o.scale_y > 0 ? "option" : "default"));
+        json_object_set_new(j, "channel_names_from_ome", json_boolean(r.names_from_ome));
+        json_object_set_new(j, "stage_positions", json_boolean(r.positions));
         json_object_set_new(j, "seconds", json_real(seconds));
         cli_json_emit(CMD, o.input, o.output, j);
     } else if (!quiet) {
         printf("wrote %s (OME-Zarr %s): well %s, %lld positions on a %dx%d grid (%lld missing), "
-               "tiles %lldx%lld %s, C=%d\n",
+               "tiles %lldx%lld %s, C=%d, pixel %g x %g um (%s)%s\n",
                o.output, fmt, o.well, (long long)r.tiles, r.grid_cols, r.grid_rows,
                (long long)r.missing, (long long)r.tile_h, (long long)r.tile_w,
-               ts_dtype_name(r.dtype), r.channels);
+               ts_dtype_name(r.dtype), r.channels, r.scale_y, r.scale_x,
+               r.scale_from_ome ? "OME-XML" : o.scale_y > 0 ? "--scale" : "default, no OME-XML pixel size",
+               r.positions ? ", stage positions from the OME-XML" : "");
+        if (r.position_unit_assumed)
+            fprintf(stderr, "tessera import: the OME-XML stage positions have the unit 'reference frame' "
+                            "(or none): taken as micrometres\n");
     }
     return CLI_OK;
 }

@@ -168,6 +168,8 @@ int cmd_info(int argc, char **argv) {
             json = true;
         } else if (!strcmp(argv[i], "--wells-all")) {
             all_wells = true;
+        } else if (cli_stray_value(CMD, argv[i])) {
+            return CLI_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(CMD, "unknown option '%s'", argv[i]);
         } else if (!store) {

@@ -52,6 +52,8 @@ int cmd_preview(int argc, char **argv) {
         } else if (!strcmp(a, "--shifts")) {
             if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE;
             o.shifts = v;
+        } else if (cli_stray_value(CMD, a)) {
+            return CLI_USAGE;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error(CMD, "unknown option '%s'", a);
         } else if (!o.store) {

@@ -22,7 +22,8 @@ static void help(void) {
         "  --wells LIST           wells, e.g. A/1,B/2 (default A/1)\n"
         "  --grid COLSxROWS       tile grid per well (default 4x3)\n"
         "  --tile HxW             stored tile shape in px (default 256x256)\n"
-        "  --overlap PX           overlap of neighbouring tiles (default tile/8)\n"
+        "  --overlap PX|N%%        overlap of neighbouring tiles, px or a percentage of the\n"
+        "                         tile (default tile/8)\n"
         "  --jitter PX            uniform stage jitter +-PX (default 3)\n"
         "  --channels N           channels (default 1): nuclei, cytoplasm, puncta, ...\n"
         "  --timepoints N         timepoints (default 1)\n"
@@ -71,7 +72,8 @@ static bool parse_fraction(const char *flag, const char *text, double lo, double
 int cmd_simulate(int argc, char **argv) {
     ts_simulate_options o;
     ts_simulate_options_init(&o);
-    bool json = false, quiet = false;
+    bool json = false, quiet = false, overlap_given = false;
+    cli_overlap overlap = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
 #define VALUE() do { if (!(v = cli_value(CMD, argc, argv, &i))) return CLI_USAGE; } while (0)
@@ -92,7 +94,8 @@ int cmd_simulate(int argc, char **argv) {
             if (!cli_pair(CMD, a, v, 'x', &o.tile_h, &o.tile_w)) return CLI_USAGE;
         } else if (!strcmp(a, "--overlap")) {
             VALUE();
-            if (!cli_int(CMD, a, v, 0, 100000, &o.overlap)) return CLI_USAGE;
+            if (!cli_overlap_value(CMD, a, v, 0, 100000, &overlap)) return CLI_USAGE;
+            overlap_given = true;
         } else if (!strcmp(a, "--jitter")) {
             VALUE();
             if (!parse_fraction(a, v, 0, 1e6, &o.jitter)) return CLI_USAGE;
@@ -157,12 +160,23 @@ int cmd_simulate(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
+        } else if (cli_stray_value(CMD, a)) {
+            return CLI_USAGE;
         } else {
             return cli_usage_error(CMD, "unknown option '%s'", a);
         }
 #undef VALUE
     }
     if (!o.output) return cli_usage_error(CMD, "missing -o PLATE");
+    if (overlap_given) {
+        /* one overlap for both axes: a percentage must give one px value */
+        o.overlap = cli_overlap_px(&overlap, o.tile_w);
+        if (cli_overlap_px(&overlap, o.tile_h) != o.overlap)
+            return cli_usage_error(CMD, "--overlap %g%% of %dx%d tiles is %d px in y but %d in x: simulate "
+                                        "takes one overlap for both axes (give it in px)",
+                                   overlap.percent, o.tile_h, o.tile_w, cli_overlap_px(&overlap, o.tile_h),
+                                   o.overlap);
+    }
 
     ts_error err = {0};
     if (ts_simulate(&o, &err) != TS_OK) return cli_fail(CMD, &err);

@@ -21,7 +21,7 @@ static const char *STITCH_USAGE =
     "  -o, --output OUT       output plate store (required)\n"
     "  --shifts-out FILE      where the shifts file goes (default OUT.shifts.yaml)\n"
     "  --report FILE.html     the estimate's QC report (see 'tessera estimate --help')\n"
-    "  --overlap PX | --overlap-x PX --overlap-y PX   (required, see estimate)\n"
+    "  --overlap PX|N% | --overlap-x PX|N% --overlap-y PX|N%   (required, see estimate)\n"
     "  --channel C, --timepoint T, --z Z, --clahe, --solver l1|l2,\n"
     "  --edge-weights MODE, --weight-floor W, --max-iterations N, --tolerance PX,\n"
     "  --cost-tolerance R, --outlier-px PX, --guess FILE, --max-shift PX,\n"
@@ -48,6 +48,7 @@ int cmd_stitch(int argc, char **argv) {
     int npos = 0;
     bool quiet = false;
     cli_common com = {0};
+    cli_overlaps overlaps = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -58,7 +59,7 @@ int cmd_stitch(int argc, char **argv) {
             quiet = true;
             continue;
         }
-        int r = cli_estimate_option(cmd, argc, argv, &i, &eo);
+        int r = cli_estimate_option(cmd, argc, argv, &i, &eo, &overlaps);
         if (r == 0) r = cli_fuse_option(cmd, argc, argv, &i, &fo);
         if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
         if (r == 0 && !strcmp(a, "--report")) {
@@ -75,8 +76,11 @@ int cmd_stitch(int argc, char **argv) {
     const char *output = com.output;
     if (!input) return cli_usage_error(cmd, "needs PLATE");
     if (!output) return cli_usage_error(cmd, "needs -o OUT");
-    if (eo.overlap_x <= 0 || eo.overlap_y <= 0)
-        return cli_usage_error(cmd, "needs --overlap PX (or both --overlap-x and --overlap-y)");
+    eo.input = input;
+    eo.wells = com.wells;
+    eo.orientation = com.orientation;
+    int code = cli_overlap_resolve(cmd, &overlaps, &eo);
+    if (code != CLI_OK) return code;
     char shifts_default[4200];
     if (!shifts_out) {
         size_t n = strlen(output);

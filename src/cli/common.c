@@ -1,6 +1,7 @@
 /* Shared command-line helpers: value parsing, errors, progress. */
 #include "cli/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -68,7 +69,73 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
     return 1;
 }
 
+/* The arguments as the command parsers see them, --name=value split in two
+ * (one way for every option of every command: parsers compare whole
+ * arguments and take values with cli_value), and for each split value the
+ * flag it was attached to, so that a value given to a flag that takes none
+ * (--json=1) is refused as such, not taken for a positional argument. */
+static struct {
+    char **argv;
+    const char **flag_of; /* per argument: the "--name" it was split from, or NULL */
+    char **names;         /* the "--name" strings allocated */
+    int argc, nnames;
+} split;
+
+static bool option_name(const char *a, size_t n) {
+    if (n < 3 || a[0] != '-' || a[1] != '-') return false;
+    for (size_t k = 2; k < n; k++)
+        if (!(islower((unsigned char)a[k]) || isdigit((unsigned char)a[k]) || a[k] == '-')) return false;
+    return true;
+}
+
+char **cli_split_options(int argc, char **argv, int *out_argc) {
+    cli_split_free();
+    split.argv = calloc((size_t)(2 * argc + 1), sizeof *split.argv);
+    split.flag_of = calloc((size_t)(2 * argc + 1), sizeof *split.flag_of);
+    split.names = calloc((size_t)argc + 1, sizeof *split.names);
+    if (!split.argv || !split.flag_of || !split.names) {
+        cli_split_free();
+        *out_argc = argc;
+        return argv; /* out of memory: parse as given (--name=value is then unknown) */
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *eq = i > 0 ? strchr(argv[i], '=') : NULL;
+        char *name = eq && option_name(argv[i], (size_t)(eq - argv[i])) ? strndup(argv[i], (size_t)(eq - argv[i])) : NULL;
+        if (!name) {
+            split.argv[n++] = argv[i];
+            continue;
+        }
+        split.names[split.nnames++] = name;
+        split.argv[n++] = name;
+        split.flag_of[n] = name;
+        split.argv[n++] = (char *)eq + 1;
+    }
+    split.argv[n] = NULL;
+    split.argc = n;
+    *out_argc = n;
+    return split.argv;
+}
+
+void cli_split_free(void) {
+    for (int k = 0; k < split.nnames; k++) free(split.names[k]);
+    free(split.names);
+    free(split.argv);
+    free(split.flag_of);
+    memset(&split, 0, sizeof split);
+}
+
+bool cli_stray_value(const char *cmd, const char *arg) {
+    for (int k = 0; k < split.argc; k++)
+        if (split.argv[k] == arg && split.flag_of[k]) {
+            cli_usage_error(cmd, "option %s takes no value (got %s=%s)", split.flag_of[k], split.flag_of[k], arg);
+            return true;
+        }
+    return false;
+}
+
 int cli_positional(const char *cmd, const char *arg, const char **pos, int *npos, int max) {
+    if (cli_stray_value(cmd, arg)) return CLI_USAGE;
     if (arg[0] == '-' && arg[1]) return cli_usage_error(cmd, "unknown option %s", arg);
     if (*npos >= max) return cli_usage_error(cmd, "unexpected argument '%s'", arg);
     pos[(*npos)++] = arg;
@@ -115,6 +182,34 @@ bool cli_size(const char *cmd, const char *flag, const char *text, size_t *out) 
     }
     *out = (size_t)(v * mult);
     return true;
+}
+
+bool cli_overlap_value(const char *cmd, const char *flag, const char *text, long lo_px, long hi_px,
+                       cli_overlap *out) {
+    size_t n = strlen(text);
+    if (n > 1 && text[n - 1] == '%') {
+        char *end;
+        errno = 0;
+        double p = strtod(text, &end);
+        if (errno || end != text + n - 1 || !(p >= 0 && p < 100) || (lo_px > 0 && !(p > 0))) {
+            cli_usage_error(cmd, "%s: '%s' is not a percentage of the tile in %s0, 100)", flag, text,
+                            lo_px > 0 ? "(" : "[");
+            return false;
+        }
+        out->percent = p, out->px = 0;
+        return true;
+    }
+    int px;
+    char what[64];
+    snprintf(what, sizeof what, "%s (px, or N%% of the tile)", flag);
+    if (!cli_int(cmd, what, text, lo_px, hi_px, &px)) return false;
+    out->px = px, out->percent = -1;
+    return true;
+}
+
+int cli_overlap_px(const cli_overlap *ov, int64_t extent) {
+    if (ov->percent < 0) return ov->px;
+    return (int)lround(ov->percent / 100.0 * (double)extent);
 }
 
 bool cli_pair(const char *cmd, const char *flag, const char *text, char sep, int *a, int *b) {

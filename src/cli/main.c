@@ -57,7 +57,11 @@ static int launcher_size(void) {
 
 static int run_command(size_t i, int argc, char **argv) {
     cli_progress_command(COMMANDS[i].name);
-    return COMMANDS[i].fn(argc - 1, argv + 1);
+    int n = 0;
+    char **args = cli_split_options(argc - 1, argv + 1, &n); /* --opt=value */
+    int code = COMMANDS[i].fn(n, args);
+    cli_split_free();
+    return code;
 }
 
 #ifdef TESSERA_HAVE_MPI

@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/pool.h"
+#include "import/ome_xml.h"
 #include "import/pattern.h"
 #include "import/tiff_read.h"
 #include "ome/ome.h"
@@ -33,15 +35,20 @@ void ts_import_options_init(ts_import_options *opt) {
     opt->well = "A/1";
     opt->format = TS_OME_05;
     opt->codec = TS_CODEC_ZSTD;
-    opt->scale_y = opt->scale_x = 1.0;
+    opt->scale_y = opt->scale_x = 0; /* the OME-XML's, else 1 */
 }
 
 typedef struct imp_tile {
     char *file;     /* name inside the folder */
+    long num[3];    /* row, column, index as the name gives them */
     int gx, gy;     /* grid column, row (from 0) */
     char name[8];   /* position XXXYYY */
     ti_tiff_info info;
     bool bad;       /* its header failed the checks */
+    /* What its OME-XML says (the few fields of ti_ome_meta kept per tile:
+     * plates have up to 10^6 tiles). */
+    bool has_sy, has_sx, has_pos, pos_assumed;
+    double sy, sx, pos_y, pos_x; /* micrometres */
 } imp_tile;
 
 typedef struct imp_job {
@@ -55,6 +62,12 @@ typedef struct imp_job {
     void **plane, **block;  /* per-worker buffers */
     pthread_mutex_t progress_lock;
     int64_t done;
+    /* From the OME-XML: the first tile's channel names, and what is written
+     * for all tiles (resolve_ome). */
+    int nnames;
+    char names[TI_OME_MAX_CHANNELS][64];
+    double scale_y, scale_x;
+    bool scale_from_ome, names_from_ome, positions, pos_assumed;
 } imp_job;
 
 static ts_status check_options(const ts_import_options *o, ti_pattern *pat, ts_error *err) {
@@ -72,14 +85,22 @@ static ts_status check_options(const ts_import_options *o, ti_pattern *pat, ts_e
                        o->grid_rows);
     if (pat->has_index && o->grid_cols == 0)
         return ts_fail(err, TS_ERR_ARG, "pattern '%s' numbers tiles with {index}: give the grid "
-                                        "they fill row by row (--grid COLSxROWS)", o->pattern);
+                                        "they fill (--grid COLSxROWS)", o->pattern);
+    if (o->order < TS_ORDER_ROW || o->order > TS_ORDER_SNAKE_COLUMN)
+        return ts_fail(err, TS_ERR_ARG, "order %d: not row, column, snake-row or snake-column",
+                       (int)o->order);
+    if (!pat->has_index && o->order != TS_ORDER_ROW)
+        return ts_fail(err, TS_ERR_ARG, "pattern '%s' names rows and columns: an acquisition order "
+                                        "applies to a running {index} only", o->pattern);
     if (o->format != TS_OME_04 && o->format != TS_OME_05)
         return ts_fail(err, TS_ERR_ARG, "format must be 0.4 or 0.5");
     if (o->chunk < 0 || o->chunk > 65536)
         return ts_fail(err, TS_ERR_ARG, "chunk %d px: must be 0 (whole tile) to 65536", o->chunk);
-    if (!(o->scale_y > 0) || !(o->scale_x > 0) || !isfinite(o->scale_y) || !isfinite(o->scale_x))
-        return ts_fail(err, TS_ERR_ARG, "pixel size %g,%g: must be finite and > 0", o->scale_y,
-                       o->scale_x);
+    bool from_files = o->scale_y == 0 && o->scale_x == 0;
+    if (!from_files && (!(o->scale_y > 0) || !(o->scale_x > 0) || !isfinite(o->scale_y) ||
+                        !isfinite(o->scale_x)))
+        return ts_fail(err, TS_ERR_ARG, "pixel size %g,%g: must be finite and > 0 (or both 0: from "
+                       "the OME-XML)", o->scale_y, o->scale_x);
     return TS_OK;
 }
 
@@ -103,7 +124,19 @@ static ts_status place(const imp_job *job, const ti_pattern *pat, const char *fi
             return ts_fail(err, TS_ERR_FORMAT,
                            "%s/%s: index %ld is outside the %dx%d grid (indices %ld..%ld)", job->input,
                            file, index, o->grid_cols, o->grid_rows, first, first + n - 1);
-        col = i % o->grid_cols, row = i / o->grid_cols;
+        long C = o->grid_cols, R = o->grid_rows;
+        switch (o->order) {
+        case TS_ORDER_COLUMN: row = i % R, col = i / R; break;
+        case TS_ORDER_SNAKE_ROW:
+            row = i / C, col = i % C;
+            if (row % 2) col = C - 1 - col; /* odd rows run back */
+            break;
+        case TS_ORDER_SNAKE_COLUMN:
+            col = i / R, row = i % R;
+            if (col % 2) row = R - 1 - row;
+            break;
+        default: col = i % C, row = i / C; break;
+        }
     } else {
         row -= first, col -= first;
         if (row < 0 || col < 0)
@@ -116,6 +149,118 @@ static ts_status place(const imp_job *job, const ti_pattern *pat, const char *fi
     }
     t->gx = (int)col, t->gy = (int)row;
     return TS_OK;
+}
+
+/* How the names fit the grid if they count from `first`: files outside it,
+ * the cells (up to TI_FIT_NAMED of them named) without a file, and whether
+ * the grid's first row and column would all be empty. */
+#define TI_FIT_NAMED 6
+typedef struct imp_fit {
+    long cols, rows;      /* the grid (given, or spanned by the names that fit) */
+    int64_t outside, found, missing;
+    const char *outside_file[3];
+    long missing_cell[TI_FIT_NAMED][2]; /* column, row as named */
+    bool empty_margin;
+    bool twice;           /* two names on one cell (list_tiles names them) */
+} imp_fit;
+
+static ts_status fit_grid(const imp_job *job, const ti_pattern *pat, long first, imp_fit *f, ts_error *err) {
+    const ts_import_options *o = job->opt;
+    memset(f, 0, sizeof *f);
+    long bound_c = o->grid_cols ? o->grid_cols : 999, bound_r = o->grid_rows ? o->grid_rows : 999;
+    long min_r = LONG_MAX, min_c = LONG_MAX, max_r = -1, max_c = -1;
+    for (int64_t i = 0; i < job->ntiles; i++) {
+        const imp_tile *t = &job->tiles[i];
+        bool in;
+        if (pat->has_index) {
+            long k = t->num[2] - first;
+            in = k >= 0 && k < bound_c * bound_r;
+        } else {
+            long r = t->num[0] - first, c = t->num[1] - first;
+            in = r >= 0 && c >= 0 && r < bound_r && c < bound_c;
+            if (in) {
+                if (r < min_r) min_r = r;
+                if (c < min_c) min_c = c;
+                if (r > max_r) max_r = r;
+                if (c > max_c) max_c = c;
+            }
+        }
+        if (!in && f->outside < 3) f->outside_file[f->outside] = t->file;
+        f->outside += !in;
+    }
+    f->found = job->ntiles - f->outside;
+    f->cols = o->grid_cols ? o->grid_cols : max_c + 1;
+    f->rows = o->grid_rows ? o->grid_rows : max_r + 1;
+    if (pat->has_index) f->cols = bound_c, f->rows = bound_r;
+    f->empty_margin = !pat->has_index && f->found > 0 && min_r >= 1 && min_c >= 1;
+    if (f->found == 0 || f->cols <= 0 || f->rows <= 0) return TS_OK;
+    /* the cells without a file, in the names' numbering */
+    size_t cells = (size_t)f->cols * (size_t)f->rows;
+    unsigned char *seen = calloc(cells, 1);
+    if (!seen) return ts_fail(err, TS_ERR_NOMEM, "out of memory checking the grid of %s", job->input);
+    for (int64_t i = 0; i < job->ntiles; i++) {
+        const imp_tile *t = &job->tiles[i];
+        long k = pat->has_index ? t->num[2] - first
+                                : (t->num[0] - first) * f->cols + (t->num[1] - first);
+        bool in = pat->has_index ? k >= 0 && (size_t)k < cells
+                                 : t->num[0] - first >= 0 && t->num[0] - first < f->rows &&
+                                       t->num[1] - first >= 0 && t->num[1] - first < f->cols;
+        if (in && seen[k]) f->twice = true;
+        if (in) seen[k] = 1;
+    }
+    for (size_t k = 0; k < cells; k++) {
+        if (seen[k]) continue;
+        if (f->missing < TI_FIT_NAMED) {
+            f->missing_cell[f->missing][0] = pat->has_index ? (long)k + first : (long)(k % (size_t)f->cols) + first;
+            f->missing_cell[f->missing][1] = pat->has_index ? -1 : (long)(k / (size_t)f->cols) + first;
+        }
+        f->missing++;
+    }
+    free(seen);
+    return TS_OK;
+}
+
+/* Names counted from 1 imported with --first-index 0 leave the grid's
+ * first row and column empty (or put the last index outside it); names
+ * counted from 0 with --first-index 1 fall below it. Either way, when the
+ * other first index fits every name, the import stops naming what is
+ * missing and the first index to use, instead of writing a plate with an
+ * empty row and column. */
+static ts_status check_first_index(const imp_job *job, const ti_pattern *pat, ts_error *err) {
+    long first = job->opt->first_index, other = 1 - first;
+    imp_fit a, b;
+    ts_status st;
+    if ((st = fit_grid(job, pat, first, &a, err)) != TS_OK) return st;
+    if (a.twice || (a.outside == 0 && !a.empty_margin)) return TS_OK;
+    if ((st = fit_grid(job, pat, other, &b, err)) != TS_OK) return st;
+    if (b.outside != 0 || b.empty_margin) return TS_OK; /* not an off-by-one: place() says what */
+    char missing[512] = "", outside[512] = "";
+    size_t n = 0;
+    for (int64_t m = 0; m < a.missing && m < TI_FIT_NAMED && n < sizeof missing; m++) {
+        if (pat->has_index)
+            n += (size_t)snprintf(missing + n, sizeof missing - n, "%sindex %ld", m ? ", " : "", a.missing_cell[m][0]);
+        else
+            n += (size_t)snprintf(missing + n, sizeof missing - n, "%scolumn %ld row %ld", m ? ", " : "",
+                                  a.missing_cell[m][0], a.missing_cell[m][1]);
+    }
+    if (a.missing > TI_FIT_NAMED && n < sizeof missing)
+        snprintf(missing + n, sizeof missing - n, " and %lld more", (long long)(a.missing - TI_FIT_NAMED));
+    n = 0;
+    for (int64_t m = 0; m < a.outside && m < 3 && n < sizeof outside; m++)
+        n += (size_t)snprintf(outside + n, sizeof outside - n, "%s%s", m ? ", " : "", a.outside_file[m]);
+    if (a.outside > 3 && n < sizeof outside)
+        snprintf(outside + n, sizeof outside - n, " and %lld more", (long long)(a.outside - 3));
+    char grid[64];
+    snprintf(grid, sizeof grid, "%ldx%ld", a.cols, a.rows);
+    return ts_fail(err, TS_ERR_FORMAT,
+                   "%s: with --first-index %ld, %lld of the %lld cells of the %s grid have a file%s%s%s%s%s%s%s; "
+                   "the names count from %ld: use --first-index %ld",
+                   job->input, first, (long long)a.found, (long long)(a.cols * a.rows), a.found ? grid : "",
+                   a.missing ? " (missing: " : "", missing, a.missing ? ")" : "",
+                   a.outside ? (a.outside == 1 ? " and 1 file lies outside it (" : " and files lie outside it (")
+                             : "",
+                   outside, a.outside ? ")" : "",
+                   a.empty_margin ? ": its first row and column are empty" : "", other, other);
 }
 
 static ts_status list_tiles(imp_job *job, const ti_pattern *pat, ts_error *err) {
@@ -143,13 +288,19 @@ static ts_status list_tiles(imp_job *job, const ti_pattern *pat, ts_error *err) 
             break;
         }
         job->ntiles++;
-        st = place(job, pat, e->d_name, row, col, index, t, err);
+        t->num[0] = row, t->num[1] = col, t->num[2] = index;
     }
     closedir(d);
     if (st != TS_OK) return st;
     if (job->ntiles == 0)
         return ts_fail(err, TS_ERR_IO, "no file in %s matches the pattern '%s'", job->input,
                        job->opt->pattern);
+    if ((st = check_first_index(job, pat, err)) != TS_OK) return st;
+    for (int64_t i = 0; st == TS_OK && i < job->ntiles; i++) {
+        imp_tile *t = &job->tiles[i];
+        st = place(job, pat, t->file, t->num[0], t->num[1], t->num[2], t, err);
+    }
+    if (st != TS_OK) return st;
     qsort(job->tiles, (size_t)job->ntiles, sizeof *job->tiles, cmp_tiles);
     for (int64_t i = 1; i < job->ntiles; i++) {
         const imp_tile *a = &job->tiles[i - 1], *b = &job->tiles[i];
@@ -183,10 +334,87 @@ static ts_status probe_tile(void *user, int64_t index, int worker, ts_error *err
     tile_path(job, t, path, sizeof path);
     ti_tiff *tif = NULL;
     ts_status st = ti_tiff_open(path, TS_MAX_CHANNELS, &tif, &t->info, err);
+    const char *desc = st == TS_OK ? ti_tiff_description(tif) : NULL;
+    if (desc) {
+        ti_ome_meta m;
+        st = ti_ome_parse(path, t->file, desc, strlen(desc), &m, err);
+        if (st == TS_OK) {
+            t->has_sy = m.has_size_y, t->has_sx = m.has_size_x, t->sy = m.size_y_um, t->sx = m.size_x_um;
+            t->has_pos = m.has_position, t->pos_assumed = m.position_unit_assumed;
+            t->pos_y = m.pos_y_um, t->pos_x = m.pos_x_um;
+            if (index == 0) {
+                job->nnames = m.nchannels;
+                memcpy(job->names, m.channel_names, sizeof job->names);
+            }
+        }
+    }
     t->bad = st != TS_OK;
     ti_tiff_close(tif);
     report_progress(job, "headers");
     return st;
+}
+
+/* A tile's pixel size from its OME-XML: Y and X, one standing for the
+ * other when only it is given; false without either. */
+static bool tile_scale(const imp_tile *t, double *sy, double *sx) {
+    if (!t->has_sy && !t->has_sx) return false;
+    *sy = t->has_sy ? t->sy : t->sx;
+    *sx = t->has_sx ? t->sx : t->sy;
+    return true;
+}
+
+static bool same_size(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)); }
+
+/* What the OME-XML gives for the whole plate: one pixel size (unless
+ * --scale says it), the first tile's channel names when it names one per
+ * page, and the stage positions when every tile has one. Tiles that
+ * disagree on the pixel size, or a stage position on some tiles only, are
+ * refused naming two of them: a plate has one pixel size, and positions for
+ * some fields only cannot place the others. */
+static ts_status resolve_ome(imp_job *job, ts_error *err) {
+    const ts_import_options *o = job->opt;
+    const imp_tile *t0 = &job->tiles[0];
+    char p0[4400], pi[4400];
+    tile_path(job, t0, p0, sizeof p0);
+    job->scale_y = o->scale_y, job->scale_x = o->scale_x;
+    if (!(o->scale_y > 0)) {
+        double sy = 1, sx = 1;
+        job->scale_from_ome = tile_scale(t0, &sy, &sx);
+        for (int64_t i = 1; i < job->ntiles; i++) {
+            const imp_tile *t = &job->tiles[i];
+            double ty = 1, tx = 1;
+            bool has = tile_scale(t, &ty, &tx);
+            if (has == job->scale_from_ome && (!has || (same_size(ty, sy) && same_size(tx, sx)))) continue;
+            tile_path(job, t, pi, sizeof pi);
+            char a[96], b[96];
+            snprintf(a, sizeof a, has ? "%g x %g um" : "none", ty, tx);
+            snprintf(b, sizeof b, job->scale_from_ome ? "%g x %g um" : "none", sy, sx);
+            return ts_fail(err, TS_ERR_FORMAT,
+                           "%s has OME-XML pixel size (PhysicalSizeY x PhysicalSizeX) %s but %s has %s: "
+                           "a plate has one pixel size (--scale Y,X sets it for all tiles)", pi, a, p0, b);
+        }
+        job->scale_y = sy, job->scale_x = sx;
+    }
+    int64_t with = 0;
+    const imp_tile *lacking = NULL, *having = NULL;
+    for (int64_t i = 0; i < job->ntiles; i++) {
+        const imp_tile *t = &job->tiles[i];
+        if (t->has_pos) with++, having = having ? having : t, job->pos_assumed |= t->pos_assumed;
+        else if (!lacking) lacking = t;
+    }
+    if (with > 0 && lacking) {
+        tile_path(job, lacking, pi, sizeof pi);
+        tile_path(job, having, p0, sizeof p0);
+        return ts_fail(err, TS_ERR_FORMAT,
+                       "%s has no stage position (OME-XML Plane PositionX, PositionY) but %s has one "
+                       "(%lld of %lld tiles have): positions are written for all tiles or none", pi, p0,
+                       (long long)with, (long long)job->ntiles);
+    }
+    job->positions = with > 0;
+    job->names_from_ome = false;
+    if (job->nnames == job->info.pages)
+        for (int c = 0; c < job->nnames; c++) job->names_from_ome |= job->names[c][0] != '\0';
+    return TS_OK;
 }
 
 /* Every header in parallel; then, in grid order, the first bad tile's
@@ -216,7 +444,7 @@ static ts_status check_tiles(imp_job *job, ts_pool *pool, ts_error *err) {
                            a->pages, a->pages == 1 ? "" : "s");
     }
     job->info = job->tiles[0].info;
-    return TS_OK;
+    return resolve_ome(job, err);
 }
 
 /* The store's arrays: chunk = the whole plane by default; with a chunk
@@ -253,10 +481,20 @@ static void array_meta(const imp_job *job, tz_array_meta *am) {
     tz_meta_set_codec(am, o->codec);
 }
 
-static void image_meta(const imp_job *job, ts_image_meta *meta) {
+static void image_meta(const imp_job *job, const imp_tile *t, ts_image_meta *meta) {
     ts_image_meta_default(meta, job->info.pages);
-    meta->scale[3] = job->opt->scale_y;
-    meta->scale[4] = job->opt->scale_x;
+    meta->scale[3] = job->scale_y;
+    meta->scale[4] = job->scale_x;
+    for (int c = 0; job->names_from_ome && c < job->info.pages; c++)
+        if (job->names[c][0])
+            snprintf(meta->channel_labels[c], sizeof meta->channel_labels[c], "%s", job->names[c]);
+    if (job->positions) {
+        /* the stage position of the field's first pixel, in micrometres
+         * like the scale it follows (NGFF: translation after scale) */
+        meta->has_translation = true;
+        meta->translation[3] = t->pos_y;
+        meta->translation[4] = t->pos_x;
+    }
     snprintf(meta->space_unit, sizeof meta->space_unit, "micrometer");
     double hi = job->info.dtype == TS_UINT8 ? 255 : 65535;
     for (int c = 0; c < job->info.pages; c++) {
@@ -308,7 +546,7 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
                        (long long)job->info.height, (long long)job->info.width);
 
     ts_image_meta meta;
-    image_meta(job, &meta);
+    image_meta(job, t, &meta);
     ts_status st = ts_image_write_meta(image, o->format, &meta, 1, err);
     if (st != TS_OK) return st;
     tz_array_meta am;
@@ -385,6 +623,7 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
         snprintf(t->name, sizeof t->name, "%03d%03d", o->names_yx ? t->gy : t->gx,
                  o->names_yx ? t->gx : t->gy);
     }
+    ti_ome_init(); /* before threads parse OME-XML */
     if (!(pool = ts_pool_create(o->threads))) {
         st = ts_fail(err, TS_ERR_NOMEM, "cannot start the thread pool");
         goto done;
@@ -407,6 +646,11 @@ ts_status ts_import(const ts_import_options *o, ts_import_result *result, ts_err
         result->tile_h = job.info.height, result->tile_w = job.info.width;
         result->channels = job.info.pages;
         result->dtype = job.info.dtype;
+        result->scale_y = job.scale_y, result->scale_x = job.scale_x;
+        result->scale_from_ome = job.scale_from_ome;
+        result->names_from_ome = job.names_from_ome;
+        result->positions = job.positions;
+        result->position_unit_assumed = job.positions && job.pos_assumed;
     }
 done:
     if (pool) ts_pool_destroy(pool);

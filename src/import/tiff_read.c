@@ -24,6 +24,7 @@ struct ti_tiff {
     uint64_t file_size;
     ti_tiff_info info;
     tdir_t *dirs;  /* IFD number of each full-resolution page */
+    char *description; /* the first IFD's ImageDescription, or NULL */
     char msg[512]; /* libtiff's first error on this file */
 };
 
@@ -292,6 +293,12 @@ ts_status ti_tiff_open(const char *path, int max_pages, ti_tiff **out, ti_tiff_i
             st = libtiff_fail(t, TS_ERR_CORRUPT, "cannot read a page directory", err);
             goto fail;
         }
+        const char *desc = NULL;
+        if (d == 0 && TIFFGetField(t->tif, TIFFTAG_IMAGEDESCRIPTION, &desc) && desc &&
+            !(t->description = strdup(desc))) {
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory opening %s", path);
+            goto fail;
+        }
         uint32_t subfile = 0;
         TIFFGetFieldDefaulted(t->tif, TIFFTAG_SUBFILETYPE, &subfile);
         if (subfile & FILETYPE_REDUCEDIMAGE) continue; /* a pyramid level, not a channel */
@@ -391,9 +398,12 @@ ts_status ti_tiff_read_page(ti_tiff *t, int page, void *buf, ts_error *err) {
     return read_strips(t, page, buf, (size_t)t->info.width * esize, err);
 }
 
+const char *ti_tiff_description(const ti_tiff *t) { return t->description; }
+
 void ti_tiff_close(ti_tiff *t) {
     if (!t) return;
     if (t->tif) TIFFClose(t->tif);
     free(t->dirs);
+    free(t->description);
     free(t);
 }

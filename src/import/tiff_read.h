@@ -23,6 +23,9 @@ ts_status ti_tiff_open(const char *path, int max_pages, ti_tiff **out, ti_tiff_i
 /* Decodes page `page` (0-based, of the full-resolution pages) into buf:
  * height x width, C order, native endian, of the dtype. */
 ts_status ti_tiff_read_page(ti_tiff *t, int page, void *buf, ts_error *err);
+/* The first IFD's ImageDescription (where OME-TIFF keeps its OME-XML), or
+ * NULL; owned by t. */
+const char *ti_tiff_description(const ti_tiff *t);
 void ti_tiff_close(ti_tiff *t);
 
 #endif

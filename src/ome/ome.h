@@ -41,6 +41,10 @@ typedef struct ts_image_meta {
     char channel_labels[TS_MAX_CHANNELS][64];
     char channel_colors[TS_MAX_CHANNELS][8];  /* "RRGGBB" or "" */
     double scale[5];      /* t, c, z, y, x of dataset 0 */
+    /* Write side: a translation after the scale of every level (the
+     * physical position of the first pixel, e.g. import's stage position). */
+    bool has_translation;
+    double translation[5];
     char space_unit[32];  /* e.g. "micrometer" ("" = none) */
     char time_unit[32];
     /* Read side: the array's axes as listed in multiscales.axes. axis_index

@@ -263,6 +263,15 @@ ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
         json_object_set_new(t, "type", json_string("scale"));
         json_object_set_new(t, "scale", sc);
         json_array_append_new(cts, t);
+        if (meta->has_translation) {
+            /* NGFF: at most one translation, after the scale (so in
+             * physical units); the same origin at every level */
+            json_t *tr = json_object(), *tv = json_array();
+            for (int a = 0; a < 5; a++) json_array_append_new(tv, json_real(meta->translation[a]));
+            json_object_set_new(tr, "type", json_string("translation"));
+            json_object_set_new(tr, "translation", tv);
+            json_array_append_new(cts, tr);
+        }
         json_object_set_new(d, "path", json_string(p));
         json_object_set_new(d, "coordinateTransformations", cts);
         json_array_append_new(ds, d);

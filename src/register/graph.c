@@ -150,7 +150,7 @@ ts_status ts_pairs_from_positions(const double (*o)[2], int n, int h, int w, dou
     }
     if (st != TS_OK) goto done;
     /* Canonical order: by tile a, its right pairs first, then by tile b. */
-    qsort(pairs, (size_t)np, sizeof *pairs, cmp_pair);
+    if (np > 1) qsort(pairs, (size_t)np, sizeof *pairs, cmp_pair); /* pairs is NULL when there are none */
     for (int64_t e = 0; e < np; e++) {
         const ranked *ra = &r[pairs[e].rank_a];
         pairs[e].gy = ra->gy < 0 ? 0 : ra->gy > 1000000 ? 1000000 : (int)ra->gy;

@@ -131,6 +131,18 @@ ts_status ts_estimate_read_positions(const ts_estimate_options *opt, const ts_pl
                                      int64_t ntiles, ts_shifts **guess, double (**origin)[2], ts_error *err) {
     *guess = NULL;
     *origin = NULL;
+    /* The solve (src/solve/well.c) still reads a grid cell from every
+     * name, also when it is given the guess: refused here, before the
+     * registration, rather than after it. */
+    for (int w = 0; w < plate->nwells; w++)
+        for (int p = 0; p < plate->wells[w].npositions; p++) {
+            int gx, gy;
+            if (!ts_position_grid(plate->wells[w].positions[p], opt->names_yx, &gx, &gy))
+                return ts_fail(err, TS_ERR_UNSUPPORTED, "tile %s/%s: position name is not 6 digits (%s); the solve "
+                               "needs such names also with --positions (docs/register.md, \"Stage positions\")",
+                               plate->wells[w].path, plate->wells[w].positions[p],
+                               opt->names_yx ? "YYYXXX" : "XXXYYY");
+        }
     double(*o)[2] = malloc((size_t)(ntiles ? ntiles : 1) * sizeof *o);
     if (!o) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the positions of %lld tiles", (long long)ntiles);
     ts_status st = opt->positions == TS_POSITIONS_METADATA ? from_metadata(plate, tile_base, o, err)

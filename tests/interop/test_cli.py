@@ -89,6 +89,21 @@ def main():
         check(p.returncode == 2 and one_line(p) and "--cost-tolerance" in p.stderr,
               f"{c} --cost-tolerance -1: exit {p.returncode} {p.stderr!r}")
 
+    # --opt=value is --opt value, for every command; a flag without a value refuses one.
+    eq = os.path.join(TMP, "eq.zarr")
+    p = run("simulate", f"--output={eq}", "--grid=3x2", "--tile=40x48", "--overlap=10", "--seed=2", "--format=0.4")
+    check(p.returncode == 0 and interop_checks.tree_digest(eq) == interop_checks.tree_digest(plate),
+          f"simulate --opt=value: exit {p.returncode} {p.stderr!r}, or another plate than --opt value")
+    e_eq = os.path.join(TMP, "e_eq.yaml")
+    p = run("estimate", plate, f"--output={e_eq}", "--overlap=10", "--solver=l2")
+    run("estimate", plate, "-o", os.path.join(TMP, "e_sp.yaml"), "--overlap", "10", "--solver", "l2")
+    check(p.returncode == 0 and open(e_eq).read() == open(os.path.join(TMP, "e_sp.yaml")).read(),
+          f"estimate --opt=value: exit {p.returncode} {p.stderr!r}, or other shifts than --opt value")
+    for c in COMMANDS:
+        p = run(c, "--json=1")
+        check(p.returncode == 2 and one_line(p) and "--json takes no value" in p.stderr,
+              f"{c} --json=1: exit {p.returncode} {p.stderr!r}")
+
     # A failure that is not a usage error: exit 1, one line naming the file.
     p = run("fuse", plate, os.path.join(TMP, "missing.yaml"), "-o", os.path.join(TMP, "g.zarr"))
     check(p.returncode == 1 and one_line(p) and "missing.yaml" in p.stderr, f"fuse missing shifts: {p.returncode} {p.stderr!r}")
