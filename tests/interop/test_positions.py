@@ -20,6 +20,9 @@ file, Fiji's own files or the names run, never against tessera's own numbers:
   second neighbour) and the tiles stay near Fiji's positions;
 - a regular grid (translations = grid x pitch in micrometres) gives exactly
   the names run's output;
+- an OME-Zarr 0.5 plate of two wells with translations in zarr.json: every
+  tile within 1 px; one nominal TileConfiguration (by name, reversed) for
+  both wells gives the names run's file;
 - errors: no translation, a tile without one, coincident positions, no
   overlapping pairs, an unmatched line, too few lines, a malformed line,
   position names that are not XXXYYY (the solve needs them: a known limit),
@@ -236,6 +239,39 @@ check(same, "a regular grid: --positions metadata wrote another file than the na
 names_run, meta_run = load(path("grid_names.yaml")), load(path("grid_meta.yaml"))
 for key in ("pairs", "total_translation", "positions"):
     check(names_run[key] == meta_run[key], f"a regular grid: --positions metadata changed '{key}'")
+
+# ------------- OME-Zarr 0.5 (zarr v3), two wells: translations in zarr.json
+# (zarr-python 2 writes no v3; the attributes are edited as JSON). One
+# TileConfiguration by name serves every well: on the nominal grid it is
+# the names run.
+v5, v5_truth_file = path("v5.zarr"), path("v5.truth.yaml")
+run("simulate", "-o", v5, "--wells", "A/1,B/2", "--grid", "4x3", "--tile", "200x240", "--overlap", "40",
+    "--jitter", "12", "--seed", "5", "--truth", v5_truth_file, "-q")
+v5_truth = load(v5_truth_file)["positions"]
+rng5 = np.random.default_rng(9)
+for key, (y, x) in sorted(v5_truth.items()):
+    meta = os.path.join(v5, key, "zarr.json")
+    with open(meta) as f:
+        doc = json.load(f)
+    ct = doc["attributes"]["ome"]["multiscales"][0]["datasets"][0]["coordinateTransformations"]
+    sy, sx = stage_of((y + rng5.uniform(-2, 2), x + rng5.uniform(-2, 2)))
+    ct.append({"type": "translation", "translation": [0.0, 0.0, 0.0, sy, sx]})
+    with open(meta, "w") as f:
+        json.dump(doc, f)
+estimate(v5, path("v5.yaml"), "--overlap", "40", "--positions", "metadata")
+v5_out = load(path("v5.yaml"))
+for well in ("A/1", "B/2"):
+    t = {k: v for k, v in v5_truth.items() if k.startswith(well + "/")}
+    err = tile_errors({k: v5_out["positions"][k] for k in t}, t)
+    check(max(err.values()) <= 1.0, f"0.5 plate, well {well}: a tile is {max(err.values()):.3f} px off (want <= 1)")
+    print(f"0.5 plate, well {well}: worst tile {max(err.values()):.3f} px")
+v5_names = {k.split("/")[-1] for k in v5_truth}
+v5_grid = write_tile_config(path("v5_grid.txt"), [(f"images/{n}.tif", (grid_of(n)[1] * 160.0, grid_of(n)[0] * 200.0))
+                                                 for n in sorted(v5_names, reverse=True)])
+estimate(v5, path("v5_names.yaml"), "--overlap", "40", "--max-shift", "-1")
+estimate(v5, path("v5_tc.yaml"), "--overlap", "40", "--max-shift", "-1", "--positions", v5_grid)
+with open(path("v5_names.yaml")) as f1, open(path("v5_tc.yaml")) as f2:
+    check(f1.read() == f2.read(), "two wells, a nominal TileConfiguration by name: not the names run's file")
 
 # ------------------------------- Fiji's own files (real tiles, starrynight)
 fiji_dir = os.path.join(rp.TESTDATA, "starrynight", "starrynight", "tests", "fixtures", "stitch_images")
