@@ -34,11 +34,14 @@ deps:
 	fi
 	@if ! command -v npm >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; fi
-	@if [ ! -d tests/interop/js/node_modules/zarrita ]; then \
+	@# zarrita reads 0.5 stores; vizarr's built viewer and playwright-core
+	@# (driving Debian's chromium) open fused plates (test_vizarr.py).
+	@if [ ! -d tests/interop/js/node_modules/zarrita ] || [ ! -d tests/interop/js/node_modules/@galaxyproject/vizarr ] || \
+	    [ ! -d tests/interop/js/node_modules/playwright-core ]; then \
 	  (cd tests/interop/js && npm install --no-audit --no-fund --silent); fi
 
 # What only the tests need: headless Chromium opens the QC report
-# (tests/interop/test_report.py).
+# (tests/interop/test_report.py) and vizarr's plate view (test_vizarr.py).
 TEST_PACKAGES := chromium
 
 deps-test: deps

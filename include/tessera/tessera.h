@@ -74,6 +74,14 @@ typedef enum ts_codec {
 
 const char *ts_codec_name(ts_codec codec);          /* "zstd", "blosc-lz4", ... */
 int ts_codec_from_name(const char *name, ts_codec *out); /* 0 or -1 */
+/* Compression level: 0 in an options struct is the codec's default (zstd 3,
+ * blosc 5, gzip 5); zstd takes 1..22, blosc-lz4, blosc-zstd and gzip 1..9,
+ * none no level. The level written is the one stored in the metadata. */
+int ts_codec_default_level(ts_codec codec);
+ts_status ts_codec_check_level(ts_codec codec, int level, ts_error *err);
+/* "NAME[:LEVEL]" (zstd, blosc-zstd:3): TS_ERR_ARG naming the text at fault;
+ * *level 0 when none is given. */
+ts_status ts_codec_parse(const char *text, ts_codec *codec, int *level, ts_error *err);
 
 /* How raw tiles map onto stage axes: flipud, then fliplr, then rot90 k times
  * (numpy's rot90 on the (Y, X) plane, counter-clockwise). Odd k swaps Y/X. */
@@ -124,6 +132,7 @@ typedef struct ts_simulate_options {
     ts_ome_version format;    /* default TS_OME_05 */
     ts_dtype dtype;           /* default TS_UINT16 */
     ts_codec codec;           /* default zstd */
+    int codec_level;          /* 0 = the codec's default (ts_codec_check_level) */
     uint64_t seed;            /* default 0 */
     const char *truth;        /* write true origins here (shifts format), or NULL */
     /* Orientation the "camera" applies to each stored tile; estimate/fuse
@@ -172,6 +181,7 @@ typedef struct ts_import_options {
     ts_ome_version format;    /* default TS_OME_05 */
     int chunk;                /* chunk side, px; 0 (default) = one chunk per tile plane */
     ts_codec codec;           /* default zstd */
+    int codec_level;          /* 0 = the codec's default (ts_codec_check_level) */
     int codec_level;          /* 0 = the codec's default (ts_codec_check_level) */
     double scale_y, scale_x;  /* pixel size in micrometres; 0 (default): the OME-XML's
                                  PhysicalSizeY/X, else 1 */
@@ -374,7 +384,11 @@ typedef struct ts_fuse_options {
     int chunk;              /* inner chunk px, default 512 */
     int shard;              /* chunks per shard side, default 0 = auto (~4096 chunks) */
     ts_codec codec;         /* default zstd */
-    int levels;             /* extra pyramid levels, default 0 */
+    int codec_level;        /* 0 = the codec's default (ts_codec_check_level) */
+    /* Extra pyramid levels; -1 (default): as many as bring the plate's
+     * canvas within 1024 px on both axes (viewers such as ome-zarr.js
+     * refuse a large single level). */
+    int levels;
     ts_tcz_policy tcz;      /* default min */
     int t_out;              /* -1 = write all T from 0; else that T index */
     int t_in;               /* with t_out: the input timepoint written, default 0 */

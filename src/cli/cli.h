@@ -104,6 +104,8 @@ int cli_overlap_resolve(const char *cmd, const cli_overlaps *ov, ts_estimate_opt
 /* --format 0.4|0.5 and --codec NAME, with the usage error when invalid. */
 bool cli_format(const char *cmd, const char *text, ts_ome_version *out);
 bool cli_codec(const char *cmd, const char *text, ts_codec *out);
+/* --codec NAME[:LEVEL] (codec_opt.c): the codec and its level (0: none given). */
+bool cli_codec_level(const char *cmd, const char *text, ts_codec *out, int *level);
 
 /* Every command's arguments pass through this first (main.c): each
  * "--name=value" becomes "--name" "value", so --opt=value works for every

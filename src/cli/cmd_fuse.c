@@ -20,8 +20,10 @@ static const char *FUSE_USAGE =
     "  --shard CHUNKS         chunks per shard side (0.5) / per block side (0.4);\n"
     "                         default: up to 64 (4096 chunks), as the canvas and\n"
     "                         --memory allow\n"
-    "  --codec NAME           zstd|blosc-lz4|blosc-zstd|gzip|none, default zstd\n"
-    "  --levels N             extra pyramid levels (2x mean each), default 0\n"
+    "  --codec NAME[:LEVEL]   zstd|blosc-lz4|blosc-zstd|gzip|none, default zstd;\n"
+    "                         LEVEL zstd 1-22 (default 3), blosc and gzip 1-9 (5)\n"
+    "  --levels N             extra pyramid levels (2x mean each); default: down\n"
+    "                         to 1024 px on both axes\n"
     "  --t-out T              write this run's timepoint into T index T of OUT\n"
     "                         (created with T+1 timepoints when new)\n"
     "  --t-in T               with --t-out: the input timepoint written, default 0\n"
@@ -82,7 +84,7 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
         if (!cli_int(cmd, a, v, 0, 4096, &o->shard)) return -1;
     } else if (!strcmp(a, "--codec")) {
         VALUE();
-        if (!cli_codec(cmd, v, &o->codec)) return -1;
+        if (!cli_codec_level(cmd, v, &o->codec, &o->codec_level)) return -1;
     } else if (!strcmp(a, "--levels")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 16, &o->levels)) return -1;

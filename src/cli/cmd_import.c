@@ -37,7 +37,8 @@ static void help(void) {
         "  --format 0.4|0.5       OME-Zarr version: 0.4 zarr v2, 0.5 zarr v3 (default 0.5)\n"
         "  --chunk PX             chunk side (default: one chunk per tile plane; with 0.5,\n"
         "                         one shard per plane of PX x PX chunks)\n"
-        "  --codec NAME           zstd|blosc-lz4|blosc-zstd|gzip|none (default zstd)\n"
+        "  --codec NAME[:LEVEL]   zstd|blosc-lz4|blosc-zstd|gzip|none (default zstd);\n"
+        "                         LEVEL zstd 1-22 (default 3), blosc and gzip 1-9 (5)\n"
         "  --threads N            worker threads (default: all cores)\n"
         "  --json                 print a JSON summary\n"
         "  --progress MODE        auto (default: bar on a terminal, else log), bar,\n"
@@ -117,7 +118,7 @@ int cmd_import(int argc, char **argv) {
             if (!cli_int(CMD, a, v, 1, 65536, &o.chunk)) return CLI_USAGE;
         } else if (!strcmp(a, "--codec")) {
             VALUE();
-            if (!cli_codec(CMD, v, &o.codec)) return CLI_USAGE;
+            if (!cli_codec_level(CMD, v, &o.codec, &o.codec_level)) return CLI_USAGE;
         } else if (!strcmp(a, "--threads")) {
             VALUE();
             if (!cli_int(CMD, a, v, 0, 4096, &o.threads)) return CLI_USAGE;

@@ -35,7 +35,8 @@ static void help(void) {
         "  --missing FRACTION     positions never acquired (default 0)\n"
         "  --format 0.4|0.5       OME-Zarr version: 0.4 zarr v2, 0.5 zarr v3 (default 0.5)\n"
         "  --dtype uint16|uint8|float32  (default uint16)\n"
-        "  --codec NAME           zstd|blosc-lz4|blosc-zstd|gzip|none (default zstd)\n"
+        "  --codec NAME[:LEVEL]   zstd|blosc-lz4|blosc-zstd|gzip|none (default zstd);\n"
+        "                         LEVEL zstd 1-22 (default 3), blosc and gzip 1-9 (5)\n"
         "  --pixel-size UM        physical pixel size in micrometres (default 0.65)\n"
         "  --acq-flipud, --acq-fliplr, --acq-rot90 K\n"
         "                         the camera's orientation: estimate/fuse with --flipud,\n"
@@ -133,7 +134,7 @@ int cmd_simulate(int argc, char **argv) {
                 return cli_usage_error(CMD, "--dtype: '%s' is not uint16, uint8 or float32", v);
         } else if (!strcmp(a, "--codec")) {
             VALUE();
-            if (!cli_codec(CMD, v, &o.codec)) return CLI_USAGE;
+            if (!cli_codec_level(CMD, v, &o.codec, &o.codec_level)) return CLI_USAGE;
         } else if (!strcmp(a, "--pixel-size")) {
             VALUE();
             if (!parse_fraction(a, v, 1e-9, 1e9, &o.pixel_size_um)) return CLI_USAGE;

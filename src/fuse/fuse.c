@@ -20,6 +20,7 @@
 #include "fuse/fuse_internal.h"
 #include "mpi/dist.h"
 #include "fuse/run_guard.h"
+#include "fuse/viewer.h"
 #include "shifts/shifts.h"
 
 void ts_fuse_options_init(ts_fuse_options *opt) {
@@ -31,7 +32,7 @@ void ts_fuse_options_init(ts_fuse_options *opt) {
     opt->chunk = 512;
     opt->shard = 0;
     opt->codec = TS_CODEC_ZSTD;
-    opt->levels = 0;
+    opt->levels = -1; /* a pyramid to 1024 px (viewer.h) */
     opt->tcz = TS_TCZ_MIN;
     opt->t_out = -1;
     opt->threads = 0;
@@ -62,8 +63,11 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
                        "underflows); use at most %.2f", o->exponent, o->exponent, floor(ring_max * 100) / 100);
     if (o->chunk < 1 || o->chunk > 65536) return ts_fail(err, TS_ERR_ARG, "fuse: chunk %d px not in [1, 65536]", o->chunk);
     if (o->shard < 0 || o->shard > 4096) return ts_fail(err, TS_ERR_ARG, "fuse: shard %d chunks not in [0, 4096]", o->shard);
-    if (o->levels < 0 || o->levels >= FUSE_MAX_LEVELS)
-        return ts_fail(err, TS_ERR_ARG, "fuse: levels %d not in [0, %d]", o->levels, FUSE_MAX_LEVELS - 1);
+    if (o->levels < -1 || o->levels >= FUSE_MAX_LEVELS)
+        return ts_fail(err, TS_ERR_ARG, "fuse: levels %d not in [0, %d] (-1: down to %d px)", o->levels,
+                       FUSE_MAX_LEVELS - 1, FUSE_AUTO_LEVELS_SIDE);
+    ts_status cst = ts_codec_check_level(o->codec, o->codec_level, err);
+    if (cst) return cst;
     if (o->t_out < -1) return ts_fail(err, TS_ERR_ARG, "fuse: t_out %d is negative", o->t_out);
     if (o->t_in < 0) return ts_fail(err, TS_ERR_ARG, "fuse: t_in %d is negative", o->t_in);
     if (o->t_in > 0 && o->t_out < 0)
@@ -152,9 +156,10 @@ static char *run_manifest(const ts_fuse_options *o, const ts_fuse_result *res, c
 #define LINE(...) ts_strbuf_printf(&text, __VA_ARGS__)
     LINE("tessera fuse run %s\n", ts_version());
     LINE("input: %s\nshifts: %s (%zu bytes, crc32 %08lx)\n", in, sh, shifts_size, (unsigned long)crc);
-    LINE("format: %s\nblend: %s\nexponent: %.17g\ndtype: %s\nchunk: %d\nshard: %d\ncodec: %s\n",
+    LINE("format: %s\nblend: %s\nexponent: %.17g\ndtype: %s\nchunk: %d\nshard: %d\ncodec: %s level %d\n",
          o->format == TS_OME_04 ? "0.4" : "0.5", o->blend == TS_BLEND_EDT ? "edt" : o->blend == TS_BLEND_LABEL ? "label" : "average", o->exponent,
-         ts_dtype_name(o->dtype), o->chunk, o->shard, ts_codec_name(o->codec));
+         ts_dtype_name(o->dtype), o->chunk, o->shard, ts_codec_name(o->codec),
+         o->codec_level ? o->codec_level : ts_codec_default_level(o->codec));
     LINE("levels: %d\ntcz: %s\nt_out: %d\nt_in: %d\norientation: flipud=%d fliplr=%d rot90=%d\n", o->levels,
          o->tcz == TS_TCZ_MAX ? "max" : "min", o->t_out, o->t_in, res->orientation.flipud,
          res->orientation.fliplr, ((res->orientation.rot90 % 4) + 4) % 4);
@@ -420,6 +425,9 @@ static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts
         im.channel_colors[c][0] = '\0';
     }
     im.nchannels = (int)(C < TS_MAX_CHANNELS ? C : TS_MAX_CHANNELS);
+    /* The display window from what was written (viewer.c), not the tiles'. */
+    ts_status wst = fuse_window(W, &im, err);
+    if (wst) return wst;
     if (W->label) return fuse_label_write_meta(W, image_path, &im, err);
     return ts_image_write_meta(image_path, W->format, &im, W->L.levels + 1, err);
 }
@@ -699,6 +707,9 @@ prepared:
     st = ts_dist_agree(dist, st, err);
     /* Every well's layout, before anything is written. It depends on
      * --memory: every rank takes the first rank's, so all derive one. */
+    /* One canvas for every well (and a pyramid to 1024 px unless --levels
+     * says), so viewers can show the plate (viewer.h). */
+    if (st == TS_OK) fuse_plate_canvas(prepared, nprepared, &run.levels);
     uint64_t layout_memory = opt->memory;
     if (st == TS_OK) st = ts_dist_bcast(dist, &layout_memory, sizeof layout_memory, 0, err);
     for (int i = 0; st == TS_OK && i < nprepared; i++) st = well_layout(&prepared[i], (size_t)layout_memory, err);

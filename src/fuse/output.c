@@ -40,7 +40,7 @@ static void level_meta(const fuse_well *W, int k, tz_array_meta *m) {
         memcpy(m->chunk, chunk, sizeof chunk);
         m->separator = '/';
     }
-    tz_meta_set_codec(m, W->opt->codec);
+    tz_meta_set_codec_level(m, W->opt->codec, W->opt->codec_level);
 }
 
 ts_status fuse_output_open(fuse_well *W, const char *image_path, bool create, ts_error *err) {

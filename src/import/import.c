@@ -27,6 +27,7 @@
 #include "import/pattern.h"
 #include "import/tiff_read.h"
 #include "ome/ome.h"
+#include "ome/window.h"
 #include "zarr/zarr.h"
 
 void ts_import_options_init(ts_import_options *opt) {
@@ -96,6 +97,8 @@ static ts_status check_options(const ts_import_options *o, ti_pattern *pat, ts_e
         return ts_fail(err, TS_ERR_ARG, "format must be 0.4 or 0.5");
     if (o->chunk < 0 || o->chunk > 65536)
         return ts_fail(err, TS_ERR_ARG, "chunk %d px: must be 0 (whole tile) to 65536", o->chunk);
+    ts_status cst = ts_codec_check_level(o->codec, o->codec_level, err);
+    if (cst) return cst;
     bool from_files = o->scale_y == 0 && o->scale_x == 0;
     if (!from_files && (!(o->scale_y > 0) || !(o->scale_x > 0) || !isfinite(o->scale_y) ||
                         !isfinite(o->scale_x)))
@@ -478,7 +481,7 @@ static void array_meta(const imp_job *job, tz_array_meta *am) {
             am->chunk[4] = (W + cx - 1) / cx * cx;
         }
     }
-    tz_meta_set_codec(am, o->codec);
+    tz_meta_set_codec_level(am, o->codec, o->codec_level);
 }
 
 static void image_meta(const imp_job *job, const imp_tile *t, ts_image_meta *meta) {
@@ -547,8 +550,7 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
 
     ts_image_meta meta;
     image_meta(job, t, &meta);
-    ts_status st = ts_image_write_meta(image, o->format, &meta, 1, err);
-    if (st != TS_OK) return st;
+    ts_status st;
     tz_array_meta am;
     array_meta(job, &am);
     tz_array *arr = NULL;
@@ -563,9 +565,15 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
     for (int c = 0; st == TS_OK && c < job->info.pages; c++) {
         if ((st = ti_tiff_read_page(tif, c, job->plane[worker], err)) != TS_OK) break;
         st = write_plane(job, arr, c, job->plane[worker], job->block[worker], err);
+        /* The display window from the tile's pixels (ome/window.h); the
+         * image metadata is written after them. */
+        if (st == TS_OK)
+            ome_window_of_plane(&meta, c, job->info.dtype, job->plane[worker],
+                                (size_t)(job->info.height * job->info.width));
     }
     ti_tiff_close(tif);
     tz_array_close(arr);
+    if (st == TS_OK) st = ts_image_write_meta(image, o->format, &meta, 1, err);
     if (st != TS_OK) return st;
     report_progress(job, "import");
     return TS_OK;

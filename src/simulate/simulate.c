@@ -125,7 +125,7 @@ static ts_status check_options(const ts_simulate_options *o, ts_error *err) {
         return ts_fail(err, TS_ERR_UNSUPPORTED, "simulate writes uint8, uint16 or float32, not %s",
                        ts_dtype_name(o->dtype));
     if (!(o->pixel_size_um > 0)) return ts_fail(err, TS_ERR_ARG, "pixel size must be > 0");
-    return TS_OK;
+    return ts_codec_check_level(o->codec, o->codec_level, err);
 }
 
 /* Sensor noise from a per-plane counter-based stream: the sum of four
@@ -234,7 +234,7 @@ static ts_status write_tile(void *user, int64_t index, int worker, ts_error *err
         static const char *const names[5] = {"t", "c", "z", "y", "x"};
         for (int d = 0; d < 5; d++) snprintf(am.dimension_names[d], 16, "%s", names[d]);
     }
-    tz_meta_set_codec(&am, o->codec);
+    tz_meta_set_codec_level(&am, o->codec, o->codec_level);
     tz_array *arr = NULL;
     if ((st = tz_array_create(arrpath, &am, &arr, err)) != TS_OK) return st;
 

@@ -20,7 +20,9 @@ void tz_array_meta_init(tz_array_meta *meta, int zarr_format) {
     meta->sharding.index_codecs.c[1].id = TZ_CODEC_CRC32C;
 }
 
-void tz_meta_set_codec(tz_array_meta *meta, ts_codec codec) {
+void tz_meta_set_codec(tz_array_meta *meta, ts_codec codec) { tz_meta_set_codec_level(meta, codec, 0); }
+
+void tz_meta_set_codec_level(tz_array_meta *meta, ts_codec codec, int level) {
     tz_codec c;
     memset(&c, 0, sizeof c);
     switch (codec) {
@@ -32,6 +34,7 @@ void tz_meta_set_codec(tz_array_meta *meta, ts_codec codec) {
     case TS_CODEC_GZIP: c.id = TZ_CODEC_GZIP; c.level = 5; break;
     case TS_CODEC_NONE: default: c.id = 0; break;
     }
+    if (c.id && level > 0) c.level = level;
     tz_codec_chain *chain = meta->sharded ? &meta->sharding.codecs : &meta->codecs;
     chain->n = 0;
     if (meta->sharded) {

@@ -98,6 +98,9 @@ void tz_array_meta_init(tz_array_meta *meta, int zarr_format);
  * meta->big_endian: sharded arrays get sharding.codecs = [bytes, codec] and
  * an empty meta->codecs. (zstd level 3; blosc clevel 5 byte shuffle; gzip 5.) */
 void tz_meta_set_codec(tz_array_meta *meta, ts_codec codec);
+/* The same with a level (0: the codec's default, as above; the caller has
+ * checked it with ts_codec_check_level). */
+void tz_meta_set_codec_level(tz_array_meta *meta, ts_codec codec, int level);
 
 /* Opens an existing array (detects v2 .zarray or v3 zarr.json). */
 ts_status tz_array_open(const char *path, tz_array **out, ts_error *err);
