@@ -159,6 +159,7 @@ ts_status ts_solve_iterate(irls_ctx *c, ts_error *err) {
     int it = 0;
     bool after_local = false;
     double f_prev = INFINITY; /* cost of the positions the step started from */
+    if (l1 && c->opt->max_iterations > 1) ts_laplacian_prepare_refactor(c->lap);
     for (;;) {
         bool factorised;
         ts_status st = ts_laplacian_solve(c->lap, c->w, c->d, NULL, c->pos, it > 0, &factorised, err);

@@ -1,6 +1,7 @@
 #include "solve/laplacian.h"
 #include "common/error.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cholmod.h>
@@ -21,6 +22,18 @@ struct ts_laplacian {
     cholmod_dense *X;       /* the last solution (warm start), NULL before the first */
     double *work;           /* 4 x (n x 2): residual, search direction, A p, scratch */
     double *w_fact;         /* edge weights of the last factorisation */
+    /* Large systems: the first factorisation uses AMD (cheap to compute),
+     * while nested dissection (less fill, cheaper refactorisations, but
+     * 10x the analysis time) is computed on a second thread for the
+     * refactorisations IRLS needs; see ts_laplacian_prepare_refactor. */
+    bool large;
+    cholmod_common c_nd;    /* the nested-dissection analysis' own workspace */
+    cholmod_common c_col;   /* the second CG column's (another thread) */
+    bool started_nd, started_col;
+    cholmod_sparse *A_pattern; /* a pattern-only copy of A for that thread */
+    cholmod_factor *L_nd;   /* its result, NULL until joined (or on failure) */
+    pthread_t nd_thread;
+    bool nd_running, nd_joined;
 };
 
 /* Conjugate gradients: at most PCG_MAX_ITER steps before refactorising, and
@@ -28,6 +41,11 @@ struct ts_laplacian {
  * the IRLS tolerance in px; checked against direct solves in the tests). */
 #define PCG_MAX_ITER 12
 #define PCG_RTOL 1e-12
+
+/* Above this many unknowns: nested dissection for the refactorisations
+ * (computed beside the first factorisation), and the two CG columns on two
+ * threads. */
+#define LARGE_SYSTEM 20000
 
 /* CG is only tried when the new weights are close enough to those of the
  * last factorisation: each edge whose weight ratio leaves [1/PCG_BULK,
@@ -39,8 +57,21 @@ struct ts_laplacian {
 #define PCG_BULK 1.1
 #define PCG_MAX_CHANGED 0.02 /* fraction of the edges */
 
+static void join_nd(ts_laplacian *lap) {
+    if (lap->nd_running) pthread_join(lap->nd_thread, NULL);
+    lap->nd_running = false;
+    lap->nd_joined = true;
+}
+
 void ts_laplacian_free(ts_laplacian *lap) {
     if (!lap) return;
+    join_nd(lap);
+    if (lap->started_nd) {
+        cholmod_free_factor(&lap->L_nd, &lap->c_nd);
+        cholmod_free_sparse(&lap->A_pattern, &lap->c_nd);
+        cholmod_finish(&lap->c_nd);
+    }
+    if (lap->started_col) cholmod_finish(&lap->c_col);
     if (lap->started) {
         cholmod_free_dense(&lap->B, &lap->c);
         cholmod_free_dense(&lap->X, &lap->c);
@@ -147,14 +178,19 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
     lap->started = true;
     lap->c.print = 0; /* the library never prints; errors come back through c.status */
     /* Measured on a 409 x 409 tile grid (167k unknowns): nested dissection
-     * (NESDIS) gives the least fill (lnz 4.5M vs 5.7M for AMD), and the
-     * simplicial factorisation beats the supernodal one with the reference
-     * BLAS Debian links CHOLMOD to (0.3-0.45 s vs 0.6-0.85 s per numeric
-     * factorisation, which IRLS repeats). Small systems: AMD, cheaper to
-     * analyse. */
-    if (n > 20000) {
+     * (NESDIS) gives the least fill (lnz 4.5M vs 5.7M for AMD, 4.8M for
+     * METIS_NodeND) and the cheapest numeric factorisations (0.31 CPU s vs
+     * 0.52 with AMD), but takes 0.63 s to compute against 0.05 for AMD. So
+     * the first factorisation (all L2 needs) uses AMD, and the nested
+     * dissection for IRLS' refactorisations is computed meanwhile on a
+     * second core (ts_laplacian_prepare_refactor). The simplicial
+     * factorisation beats the supernodal one with the reference BLAS Debian
+     * links CHOLMOD to (0.3-0.45 s vs 0.6-0.85 s per numeric factorisation).
+     * Small systems: CHOLMOD's default (AMD), everything on one thread. */
+    lap->large = n > LARGE_SYSTEM;
+    if (lap->large) {
         lap->c.nmethods = 1;
-        lap->c.method[0].ordering = CHOLMOD_NESDIS;
+        lap->c.method[0].ordering = CHOLMOD_AMD;
         lap->c.postorder = 1;
     }
     lap->c.supernodal = CHOLMOD_SIMPLICIAL;
@@ -191,7 +227,8 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
         }
     }
 
-    /* Symbolic analysis once: ordering and supernodal structure. */
+    /* Symbolic analysis once (large systems: once more for the
+     * refactorisations): ordering and elimination structure. */
     lap->L = cholmod_analyze(lap->A, &lap->c);
     if (!lap->L) {
         ts_laplacian_free(lap);
@@ -204,80 +241,141 @@ nomem:
     return ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for the %d-tile system", ntiles);
 }
 
-/* y = A x for the two columns (A symmetric, upper triangle stored). */
+static void *nd_main(void *arg) {
+    ts_laplacian *lap = arg;
+    lap->L_nd = cholmod_analyze(lap->A_pattern, &lap->c_nd);
+    return NULL;
+}
+
+void ts_laplacian_prepare_refactor(ts_laplacian *lap) {
+    if (!lap->large || lap->started_nd || lap->nd_joined) return;
+    cholmod_start(&lap->c_nd);
+    lap->started_nd = true;
+    lap->c_nd.print = 0;
+    lap->c_nd.nmethods = 1;
+    lap->c_nd.method[0].ordering = CHOLMOD_NESDIS;
+    lap->c_nd.postorder = 1;
+    lap->c_nd.supernodal = CHOLMOD_SIMPLICIAL;
+    /* The thread reads its own copy of the pattern: the values of A are
+     * refilled meanwhile. */
+    lap->A_pattern = cholmod_copy_sparse(lap->A, &lap->c_nd);
+    if (!lap->A_pattern) return; /* refactorisations keep the AMD analysis */
+    lap->nd_running = pthread_create(&lap->nd_thread, NULL, nd_main, lap) == 0;
+    if (!lap->nd_running) nd_main(lap);
+}
+
+/* Before a refactorisation: the nested dissection analysis replaces the
+ * AMD one once it is there. Which analysis serves which factorisation does
+ * not depend on the timing (the first: AMD; every later one: nested
+ * dissection, waiting for it), so neither do the results. */
+static void take_nd(ts_laplacian *lap) {
+    if (!lap->started_nd || lap->nd_joined) return;
+    join_nd(lap);
+    if (!lap->L_nd) return; /* the analysis failed (memory): keep AMD's */
+    cholmod_free_factor(&lap->L, &lap->c);
+    lap->L = lap->L_nd;
+    lap->L_nd = NULL;
+}
+
+/* y = A x for one column (A symmetric, upper triangle stored). */
 static void sym_matvec(const cholmod_sparse *A, const double *x, double *y) {
     int n = (int)A->ncol;
     const int *Ap = A->p, *Ai = A->i;
     const double *Ax = A->x;
-    memset(y, 0, (size_t)n * 2 * sizeof(double));
+    memset(y, 0, (size_t)n * sizeof(double));
     for (int j = 0; j < n; j++) {
-        double xj0 = x[j], xj1 = x[n + j], yj0 = 0, yj1 = 0;
+        double xj = x[j], yj = 0;
         for (int k = Ap[j]; k < Ap[j + 1]; k++) {
             int i = Ai[k];
             double a = Ax[k];
-            yj0 += a * x[i];
-            yj1 += a * x[n + i];
-            if (i != j) {
-                y[i] += a * xj0;
-                y[n + i] += a * xj1;
-            }
+            yj += a * x[i];
+            if (i != j) y[i] += a * xj;
         }
-        y[j] += yj0;
-        y[n + j] += yj1;
+        y[j] += yj;
     }
 }
 
-/* Preconditioned CG on both columns at once (one triangular solve pair per
- * step serves both), from lap->X. Returns true when both converged. */
-static bool pcg(ts_laplacian *lap) {
+/* Preconditioned CG on column col of the system, from lap->X, with the
+ * workspace cm (each thread its own). The columns are independent, so
+ * solving them on one thread or two gives the same bytes. Returns true when
+ * converged. */
+static bool pcg_column(ts_laplacian *lap, int col, cholmod_common *cm) {
     int n = lap->n;
-    double *x = lap->X->x, *b = lap->B->x;
-    double *r = lap->work, *p = r + 2 * n, *q = p + 2 * n;
-    cholmod_dense R = *lap->B; /* a view of r with B's shape */
+    double *x = (double *)lap->X->x + (size_t)col * n, *b = (double *)lap->B->x + (size_t)col * n;
+    double *r = lap->work + (size_t)col * n, *p = r + 2 * (size_t)n, *q = p + 2 * (size_t)n;
+    cholmod_dense R = *lap->B; /* a one-column view of r */
+    R.ncol = 1;
+    R.nzmax = (size_t)n;
     R.x = r;
     sym_matvec(lap->A, x, q);
-    double bnorm[2] = {0, 0}, rz[2] = {0, 0};
-    for (int k = 0; k < 2 * n; k++) {
+    double bnorm = 0, rz = 0;
+    for (int k = 0; k < n; k++) {
         r[k] = b[k] - q[k];
-        bnorm[k >= n] += b[k] * b[k];
+        bnorm += b[k] * b[k];
     }
-    bool done[2];
     for (int it = 0;; it++) {
-        double rr[2] = {0, 0};
-        for (int k = 0; k < 2 * n; k++) rr[k >= n] += r[k] * r[k];
-        for (int c = 0; c < 2; c++) done[c] = rr[c] <= PCG_RTOL * PCG_RTOL * bnorm[c];
-        if (done[0] && done[1]) return true;
+        double rr = 0;
+        for (int k = 0; k < n; k++) rr += r[k] * r[k];
+        if (rr <= PCG_RTOL * PCG_RTOL * bnorm) return true;
         if (it >= PCG_MAX_ITER) return false;
-        cholmod_dense *Z = cholmod_solve(CHOLMOD_A, lap->L, &R, &lap->c);
+        cholmod_dense *Z = cholmod_solve(CHOLMOD_A, lap->L, &R, cm);
         if (!Z) return false;
         const double *z = Z->x;
-        double rz_new[2] = {0, 0};
-        for (int k = 0; k < 2 * n; k++) rz_new[k >= n] += r[k] * z[k];
-        for (int c = 0; c < 2; c++) {
-            /* The first direction is z itself (p holds nothing yet: never
-             * read it, 0 * garbage may be NaN). */
-            if (it == 0 || rz[c] == 0) {
-                memcpy(p + c * n, z + c * n, (size_t)n * sizeof *p);
-            } else {
-                double beta = rz_new[c] / rz[c];
-                for (int k = c * n; k < (c + 1) * n; k++) p[k] = z[k] + beta * p[k];
-            }
-            rz[c] = rz_new[c];
+        double rz_new = 0;
+        for (int k = 0; k < n; k++) rz_new += r[k] * z[k];
+        /* The first direction is z itself (p holds nothing yet: never read
+         * it, 0 * garbage may be NaN). */
+        if (it == 0 || rz == 0) {
+            memcpy(p, z, (size_t)n * sizeof *p);
+        } else {
+            double beta = rz_new / rz;
+            for (int k = 0; k < n; k++) p[k] = z[k] + beta * p[k];
         }
-        cholmod_free_dense(&Z, &lap->c);
+        rz = rz_new;
+        cholmod_free_dense(&Z, cm);
         sym_matvec(lap->A, p, q);
-        for (int c = 0; c < 2; c++) {
-            if (done[c]) continue;
-            double pq = 0;
-            for (int k = c * n; k < (c + 1) * n; k++) pq += p[k] * q[k];
-            if (!(pq > 0)) return false;
-            double alpha = rz[c] / pq;
-            for (int k = c * n; k < (c + 1) * n; k++) {
-                x[k] += alpha * p[k];
-                r[k] -= alpha * q[k];
-            }
+        double pq = 0;
+        for (int k = 0; k < n; k++) pq += p[k] * q[k];
+        if (!(pq > 0)) return false;
+        double alpha = rz / pq;
+        for (int k = 0; k < n; k++) {
+            x[k] += alpha * p[k];
+            r[k] -= alpha * q[k];
         }
     }
+}
+
+typedef struct pcg_job {
+    ts_laplacian *lap;
+    bool ok;
+} pcg_job;
+
+static void *pcg_col1_main(void *arg) {
+    pcg_job *j = arg;
+    j->ok = pcg_column(j->lap, 1, &j->lap->c_col);
+    return NULL;
+}
+
+/* CG on both columns (the y and x axes): on two threads for large systems,
+ * the second with its own CHOLMOD workspace. Returns true when both
+ * converged. */
+static bool pcg(ts_laplacian *lap) {
+    if (!lap->large) {
+        bool ok0 = pcg_column(lap, 0, &lap->c);
+        return pcg_column(lap, 1, &lap->c) && ok0;
+    }
+    if (!lap->started_col) {
+        cholmod_start(&lap->c_col);
+        lap->c_col.print = 0;
+        lap->started_col = true;
+    }
+    pcg_job j = {.lap = lap};
+    pthread_t t;
+    bool threaded = pthread_create(&t, NULL, pcg_col1_main, &j) == 0;
+    bool ok0 = pcg_column(lap, 0, &lap->c);
+    if (threaded) pthread_join(t, NULL);
+    else pcg_col1_main(&j);
+    return ok0 && j.ok;
 }
 
 ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], const double (*fixed)[2],
@@ -327,6 +425,7 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
         reuse = outliers <= limit;
     }
     if (!(reuse && lap->X && pcg(lap))) {
+        if (lap->X) take_nd(lap); /* a refactorisation */
         if (!cholmod_factorize(lap->A, lap->L, &lap->c) || lap->c.status == CHOLMOD_NOT_POSDEF)
             return ts_fail(err, TS_ERR_NUMERIC,
                            "solve: the tile system is singular (CHOLMOD status %d at column %d of %d)", lap->c.status,

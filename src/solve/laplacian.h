@@ -1,7 +1,9 @@
 /* The weighted graph Laplacian of the tile graph with one tile per connected
  * group removed (its anchor), factorised by CHOLMOD. The sparsity pattern and
- * the symbolic analysis (fill-reducing ordering) are computed once; every
- * IRLS iteration only refills the values and refactorises numerically. */
+ * the symbolic analysis (fill-reducing ordering; for large systems one for
+ * the first factorisation and one for the refactorisations) are computed
+ * once; every IRLS iteration only refills the values and refactorises
+ * numerically, or runs CG preconditioned by the last factorisation. */
 #ifndef TS_SOLVE_LAPLACIAN_H
 #define TS_SOLVE_LAPLACIAN_H
 
@@ -29,6 +31,13 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
  * *factorised (may be NULL) tells whether a factorisation happened. */
 ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], const double (*fixed)[2],
                              double (*pos)[2], bool reuse, bool *factorised, ts_error *err);
+
+/* Tells the system that it will be refactorised (IRLS): a large one then
+ * computes, on a second thread, the nested-dissection analysis that the
+ * refactorisations use (the first factorisation uses AMD's, ready at
+ * once). Without this call (L2) only AMD's is computed. The results do not
+ * depend on the thread's timing. */
+void ts_laplacian_prepare_refactor(ts_laplacian *lap);
 
 void ts_laplacian_free(ts_laplacian *lap);
 
