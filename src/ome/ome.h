@@ -60,6 +60,12 @@ typedef struct ts_image_meta {
      * writer uses 0..65535. */
     bool has_window[TS_MAX_CHANNELS];
     double window[TS_MAX_CHANNELS][4];
+    /* Write side, for label images (labels.c): levels are 2x2 modes, not
+     * means (multiscales type "mode"), no omero; extra_attrs, when not
+     * NULL, is a JSON object merged into the image's OME attributes (its
+     * "image-label"). Reading leaves both unset. */
+    bool label_pyramid;
+    const char *extra_attrs;
 } ts_image_meta;
 
 typedef struct ts_plate {
@@ -163,6 +169,25 @@ ts_status ts_plate_write_layout(const ts_plate_layout *layout, ts_error *err);
  * by the caller (tz_array_create at "<image>/<k>"). */
 ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
                               const ts_image_meta *meta, int nlevels, ts_error *err);
+
+/* ---- labels (labels.c) ---- */
+
+#define TS_LABEL_NAME_MAX 64
+#define TS_MAX_LABEL_IMAGES 16
+
+/* The names in the `labels` group of an image (`{"labels": ["cells"]}`),
+ * at most max; *n = 0 when the image has no labels group. A name that is
+ * not one path component, or listed twice: TS_ERR_FORMAT naming the file. */
+ts_status ts_labels_list(const char *image_path, char (*names)[TS_LABEL_NAME_MAX], int max, int *n,
+                         ts_error *err);
+/* {"image-label": {...}} as JSON text (malloc'd; NULL: out of memory) for
+ * a label image of the given version: the colours and properties of the
+ * label image at source_label_path (NULL or without them: none), and
+ * source.image when source_image is not NULL ("../../" under labels/). */
+char *ts_label_attrs(const char *source_label_path, ts_ome_version version, const char *source_image);
+/* Writes the group <image_path>/labels listing names. */
+ts_status ts_labels_write_group(const char *image_path, ts_ome_version version,
+                                const char (*names)[TS_LABEL_NAME_MAX], int n, ts_error *err);
 
 /* Fills a default ts_image_meta: n channels labelled "Channel k", scale 1. */
 void ts_image_meta_default(ts_image_meta *meta, int nchannels);

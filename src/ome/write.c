@@ -277,9 +277,11 @@ ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
         json_array_append_new(ds, d);
     }
     json_object_set_new(ms, "datasets", ds);
-    json_object_set_new(ms, "type", json_string("mean"));
+    json_object_set_new(ms, "type", json_string(meta->label_pyramid ? "mode" : "mean"));
     json_t *md = json_object();
-    json_object_set_new(md, "description", json_string("2x2 mean in y and x per level"));
+    json_object_set_new(md, "description", json_string(meta->label_pyramid ? "2x2 mode in y and x per level (the "
+                                                       "most frequent value, ties to the first in raster order)"
+                                                                           : "2x2 mean in y and x per level"));
     json_object_set_new(md, "method", json_string("tessera"));
     json_object_set_new(md, "version", json_string(ts_version()));
     json_object_set_new(ms, "metadata", md);
@@ -318,6 +320,17 @@ ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
 
     json_t *content = json_object();
     json_object_set_new(content, "multiscales", mss);
-    json_object_set_new(content, "omero", omero);
+    if (meta->label_pyramid) json_decref(omero); /* a label image has no display channels */
+    else json_object_set_new(content, "omero", omero);
+    if (meta->extra_attrs) {
+        json_t *extra = json_loads(meta->extra_attrs, 0, NULL);
+        if (!json_is_object(extra)) {
+            json_decref(extra);
+            json_decref(content);
+            return ts_fail(err, TS_ERR_INTERNAL, "%s: extra image attributes are not a JSON object", image_path);
+        }
+        json_object_update(content, extra);
+        json_decref(extra);
+    }
     return write_group(image_path, version, wrap_attributes(content, version), err);
 }
