@@ -182,7 +182,6 @@ typedef struct ts_import_options {
     int chunk;                /* chunk side, px; 0 (default) = one chunk per tile plane */
     ts_codec codec;           /* default zstd */
     int codec_level;          /* 0 = the codec's default (ts_codec_check_level) */
-    int codec_level;          /* 0 = the codec's default (ts_codec_check_level) */
     double scale_y, scale_x;  /* pixel size in micrometres; 0 (default): the OME-XML's
                                  PhysicalSizeY/X, else 1 */
     int threads;              /* 0 = all cores */
