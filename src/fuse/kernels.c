@@ -1,6 +1,8 @@
 /* Portable C fusion kernels. The inner loops are branch-free over contiguous
  * rows (selects instead of ifs, unconditional loads) so that gcc vectorises
- * them; docs/fuse.md records the -fopt-info-vec check. */
+ * them; docs/fuse.md records the -fopt-info-vec check. The row kernels are
+ * compiled for SSE2 (the x86-64 baseline), AVX2 and AVX-512 and the widest
+ * the CPU has is chosen at run time (same bytes from each). */
 #include "fuse/kernels.h"
 
 /* RelWithDebInfo builds at -O2, where gcc 12 only vectorises loops that need
@@ -37,105 +39,39 @@ static void weights_cpu(float *out, int64_t h, int64_t w, ts_blend blend, double
     }
 }
 
-static void accumulate_cpu(float *restrict num, float *restrict den, const float *restrict v,
-                           const float *restrict w, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float vi = v[i], wi = w[i];       /* unconditional loads: if-convertible */
-        wi = vi != 0.0f ? wi : 0.0f;
-        num[i] += wi * vi;
-        den[i] += wi;
-    }
-}
+/* The row kernels, once per instruction set (kernels_body.h). */
+#define KFN(name) name##_sse2
+#include "fuse/kernels_body.h"
+#undef KFN
 
-static void accumulate_u16_cpu(float *restrict num, float *restrict den,
-                               const uint16_t *restrict v, const float *restrict w, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float vi = (float)v[i], wi = w[i];
-        wi = vi != 0.0f ? wi : 0.0f;
-        num[i] += wi * vi;
-        den[i] += wi;
-    }
-}
-
-static void normalise_u16_cpu(uint16_t *restrict out, const float *restrict num,
-                              const float *restrict den, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        /* den == 0 implies num == 0, so 0 / FLT_MIN gives the 0 of
-         * uncovered pixels without a branch. */
-        float q = num[i] / at_least_min(den[i]);
-        q = q + 0.5f;                       /* round to nearest (half up) */
-        q = q >= 0.0f ? q : 0.0f;           /* written so that a NaN becomes 0: */
-        q = q <= 65535.0f ? q : 65535.0f;   /* converting NaN to an integer is UB */
-        out[i] = (uint16_t)(int32_t)q;
-    }
-}
-
-static void normalise_f32_cpu(float *restrict out, const float *restrict num,
-                              const float *restrict den, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        out[i] = num[i] / at_least_min(den[i]);
-    }
-}
-
-static void downsample_u16_cpu(uint16_t *dst, int64_t dst_stride, const uint16_t *src,
-                               int64_t stride, int64_t h, int64_t w) {
-    int64_t oh = (h + 1) / 2, ow = (w + 1) / 2;
-    for (int64_t y = 0; y < oh; y++) {
-        const uint16_t *r0 = src + 2 * y * stride;
-        const uint16_t *r1 = 2 * y + 1 < h ? r0 + stride : r0;
-        uint32_t ny = 2 * y + 1 < h ? 2 : 1;
-        uint16_t *d = dst + y * dst_stride;
-        int64_t full = w / 2;
-        if (ny == 2) {
-            for (int64_t x = 0; x < full; x++)
-                d[x] = (uint16_t)(((uint32_t)r0[2 * x] + r0[2 * x + 1] + r1[2 * x] + r1[2 * x + 1] + 2) / 4);
-        } else {
-            for (int64_t x = 0; x < full; x++)
-                d[x] = (uint16_t)(((uint32_t)r0[2 * x] + r0[2 * x + 1] + 1) / 2);
-        }
-        if (ow > full) { /* odd width: the last column has one source column */
-            uint32_t s = r0[w - 1] + (ny == 2 ? r1[w - 1] : 0u);
-            d[full] = (uint16_t)((s + ny / 2) / ny);
-        }
-    }
-}
-
-static void downsample_f32_cpu(float *dst, int64_t dst_stride, const float *src, int64_t stride,
-                               int64_t h, int64_t w) {
-    int64_t oh = (h + 1) / 2, ow = (w + 1) / 2;
-    for (int64_t y = 0; y < oh; y++) {
-        const float *r0 = src + 2 * y * stride;
-        bool two = 2 * y + 1 < h;
-        const float *r1 = two ? r0 + stride : r0;
-        float *d = dst + y * dst_stride;
-        int64_t full = w / 2;
-        if (two) {
-            for (int64_t x = 0; x < full; x++)
-                d[x] = (r0[2 * x] + r0[2 * x + 1] + r1[2 * x] + r1[2 * x + 1]) * 0.25f;
-        } else {
-            for (int64_t x = 0; x < full; x++) d[x] = (r0[2 * x] + r0[2 * x + 1]) * 0.5f;
-        }
-        if (ow > full) d[full] = two ? (r0[w - 1] + r1[w - 1]) * 0.5f : r0[w - 1];
-    }
-}
-
-static void label_u16_cpu(float *restrict best, uint32_t *restrict lab, const uint16_t *restrict v,
-                          const float *restrict w, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        bool take = w[i] > best[i];
-        best[i] = take ? w[i] : best[i];
-        lab[i] = take ? (uint32_t)v[i] : lab[i];
-    }
-}
-
-static void label_u32_cpu(float *restrict best, uint32_t *restrict lab, const uint32_t *restrict v,
-                          const float *restrict w, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        bool take = w[i] > best[i];
-        best[i] = take ? w[i] : best[i];
-        lab[i] = take ? v[i] : lab[i];
-    }
-}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TS_KERNELS_X86 1
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#endif
+#define KFN(name) name##_avx2
+#include "fuse/kernels_body.h"
+#undef KFN
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")
+#endif
+#define KFN(name) name##_avx512
+#include "fuse/kernels_body.h"
+#undef KFN
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
 
 static uint32_t label_load(const unsigned char *p, size_t elem) {
     if (elem == 1) return *p;
@@ -181,17 +117,36 @@ static void downsample_label_cpu(void *dst, int64_t dst_stride, const void *src,
         }
 }
 
-static const ts_fuse_kernels CPU_KERNELS = {
-    .weights = weights_cpu,
-    .accumulate = accumulate_cpu,
-    .accumulate_u16 = accumulate_u16_cpu,
-    .normalise_u16 = normalise_u16_cpu,
-    .normalise_f32 = normalise_f32_cpu,
-    .downsample_u16 = downsample_u16_cpu,
-    .downsample_f32 = downsample_f32_cpu,
-    .label_u16 = label_u16_cpu,
-    .label_u32 = label_u32_cpu,
-    .downsample_label = downsample_label_cpu,
-};
+#define KERNEL_SET(isa)                                                                                       \
+    {                                                                                                         \
+        .weights = weights_cpu, .accumulate = accumulate_##isa, .accumulate_u16 = accumulate_u16_##isa,       \
+        .normalise_u16 = normalise_u16_##isa, .normalise_f32 = normalise_f32_##isa,                           \
+        .downsample_u16 = downsample_u16_##isa, .downsample_f32 = downsample_f32_##isa,                       \
+        .label_u16 = label_u16_##isa, .label_u32 = label_u32_##isa, .downsample_label = downsample_label_cpu, \
+    }
 
-const ts_fuse_kernels *ts_fuse_cpu_kernels(void) { return &CPU_KERNELS; }
+static const ts_fuse_kernels KERNELS_SSE2 = KERNEL_SET(sse2);
+#ifdef TS_KERNELS_X86
+static const ts_fuse_kernels KERNELS_AVX2 = KERNEL_SET(avx2);
+static const ts_fuse_kernels KERNELS_AVX512 = KERNEL_SET(avx512);
+#endif
+
+const ts_fuse_kernels *ts_fuse_cpu_kernels_isa(const char *isa) {
+    if (!strcmp(isa, "sse2")) return &KERNELS_SSE2;
+#ifdef TS_KERNELS_X86
+    if (!strcmp(isa, "avx2")) return __builtin_cpu_supports("avx2") ? &KERNELS_AVX2 : NULL;
+    if (!strcmp(isa, "avx512"))
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? &KERNELS_AVX512 : NULL;
+#endif
+    return NULL;
+}
+
+/* The widest set this CPU runs, chosen once (the answer never changes). */
+const char *ts_fuse_cpu_isa(void) {
+    static const char *const order[] = {"avx512", "avx2", "sse2"};
+    for (int i = 0; i < 3; i++)
+        if (ts_fuse_cpu_kernels_isa(order[i])) return order[i];
+    return "sse2";
+}
+
+const ts_fuse_kernels *ts_fuse_cpu_kernels(void) { return ts_fuse_cpu_kernels_isa(ts_fuse_cpu_isa()); }

@@ -61,7 +61,13 @@ typedef struct ts_fuse_kernels {
                              int64_t h, int64_t w, size_t elem);
 } ts_fuse_kernels;
 
-/* The portable C kernels. */
+/* The C kernels for the widest instruction set this CPU has. */
 const ts_fuse_kernels *ts_fuse_cpu_kernels(void);
+/* The C kernels for one instruction set: "sse2" (always), "avx2",
+ * "avx512" (x86-64 CPUs that have them); NULL when this CPU or build lacks
+ * it. Every set writes the same bytes (tests/unit/test_fuse_kernels.c). */
+const ts_fuse_kernels *ts_fuse_cpu_kernels_isa(const char *isa);
+/* The set ts_fuse_cpu_kernels returns: "avx512", "avx2" or "sse2". */
+const char *ts_fuse_cpu_isa(void);
 
 #endif
