@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Pairwise registration, in one run on the same simulated plate (known truth):
-#   - tessera estimate, 1 thread and THREADS threads: pairs/s end to end
-#     (tile decode, registration, solve, YAML), peak RSS, pairwise error;
+#   - tessera estimate, 1 thread: ms per pair (CPU time of the whole run:
+#     decode, registration, solve, YAML, over all pairs registered) and peak
+#     RSS; THREADS threads: pairs/s end to end;
+#   - the floor (bench/register_floor.c): decoding every tile once plus, per
+#     pair, the FFTW r2c of both strips and one c2r at estimate's strip
+#     shapes, CPU ms per pair; the ratio tessera / floor (target <= 3);
 #   - scikit-image phase_cross_correlation on the same strips
 #     (bench/register_bench.py): pairs/s of the correlation alone, error.
 #   bash bench/register_bench.sh [BUILD_DIR] [THREADS]   (default build, 2)
@@ -9,26 +13,35 @@ BUILD=${1:-build}
 THREADS=${2:-2}
 source "$(dirname "$0")/lib.sh"
 
-run() { # label, extra args...
-  local label=$1; shift
-  local best="" bestrss=""
-  for _ in 1 2 3; do  # best of 3 (the machine is shared)
-    /usr/bin/time -f "%M" -o "$WORK/rss" "$T" estimate "$WORK/plate.zarr" -o "$WORK/shifts.yaml" \
-      --overlap "$OVERLAP" --json "$@" > "$WORK/est.json"
-    pps=$("$PY" -c "import json;print(json.load(open('$WORK/est.json'))['pairs_per_second'])")
-    if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(not $pps > $best)"; then
-      best=$pps; bestrss=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss"); fi
+# best of 3 (the machine may be shared): sets MS_CPU, MS_WALL, RSS_MB, PPS
+run() { # extra args...
+  local best=""
+  for _ in 1 2 3; do
+    /usr/bin/time -f "%e %U %S %M" -o "$WORK/time" "$T" estimate "$WORK/plate.zarr" -o "$WORK/shifts.yaml" \
+      --overlap "$OVERLAP" --json "$@" > "$WORK/est.json" 2> "$WORK/est.err"
+    read -r wall user sys rss < "$WORK/time"
+    local line
+    line=$("$PY" -c "
+import json; d = json.load(open('$WORK/est.json')); n = d['pairs'] + d['unmatched_pairs']
+print(1e3 * ($user + $sys) / n, 1e3 * $wall / n, $rss / 1024, d['pairs_per_second'])")
+    if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(not ${line%% *} < ${best%% *})"; then best=$line; fi
   done
-  echo "tessera $label: $best pairs/s end to end (decode + register + solve + write), peak_rss_mb=$bestrss"
+  read -r MS_CPU MS_WALL RSS_MB PPS <<< "$best"
 }
 
-for cfg in "8x6 512x512 64" "5x4 1024x1024 128"; do
+for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x2048 256"; do
   set -- $cfg
   GRID=$1 TILE=$2 OVERLAP=$3
   echo "== $GRID tiles of $TILE uint16, overlap $OVERLAP px, jitter 4, noise 20, 5% blank"
   "$T" simulate -o "$WORK/plate.zarr" --grid "$GRID" --tile "$TILE" --overlap "$OVERLAP" --jitter 4 \
     --blank 0.05 --format 0.4 --truth "$WORK/truth.yaml" --seed 2 >/dev/null
-  run "threads 1" --threads 1
-  run "threads $THREADS" --threads "$THREADS"
+  FLOOR=$("$BUILD/bench/register_floor" "$WORK/plate.zarr" "$OVERLAP" 3)
+  echo "$FLOOR"
+  FLOOR_MS=$(sed -n 's/^floor:.* \([0-9.]*\) ms\/pair$/\1/p' <<< "$FLOOR")
+  run --threads "$THREADS"
+  printf 'tessera threads %s: %s pairs/s end to end, peak_rss_mb=%.1f\n' "$THREADS" "$PPS" "$RSS_MB"
+  run --threads 1
+  printf 'tessera threads 1: %.2f ms/pair CPU (%.2f wall), floor %.2f ms/pair, ratio %.2f (target <= 3), peak_rss_mb=%.1f\n' \
+    "$MS_CPU" "$MS_WALL" "$FLOOR_MS" "$("$PY" -c "print($MS_CPU / $FLOOR_MS)")" "$RSS_MB"
   "$PY" "$SRC/bench/register_bench.py" "$WORK/plate.zarr" "$WORK/truth.yaml" "$WORK/shifts.yaml" "$WORK/est.json"
 done

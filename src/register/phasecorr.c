@@ -350,16 +350,18 @@ static int top_peaks(const ts_registrar *r, peak *out, int k) {
 
 /* NCC of b[y][x] against a[y + sy][x + sx] over their overlap. The five
  * moments are summed in eight float lanes (vec.h: independent chains the
- * compiler keeps in vector registers) and a scalar tail per row, flushed to
- * double after every NCC_FLUSH values per lane (a few rows of a thin strip,
- * one row of a wide one: float sums of at most that many terms) in a fixed
- * order: the result depends on the data only. */
-#define NCC_FLUSH 256
+ * compiler keeps in vector registers) and a scalar tail, flushed to double
+ * in a fixed order after at most NCC_FLUSH values per lane and in the tail
+ * (a few rows of a thin strip, one row of a wide one): the result depends
+ * on the data only, and no float sum has more than NCC_FLUSH terms. */
+#define NCC_FLUSH 128
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx) {
     int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
     int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
     if (y1 <= y0 || x1 <= x0) return 0;
-    const int rows_per_flush = (x1 - x0) / 8 >= NCC_FLUSH ? 1 : NCC_FLUSH / ((x1 - x0) / 8 + 1);
+    /* Per row, each lane takes (x1 - x0) / 8 values, the tail the rest. */
+    const int per_row = (x1 - x0) / 8 > (x1 - x0) % 8 ? (x1 - x0) / 8 : (x1 - x0) % 8;
+    const int rows_per_flush = per_row >= NCC_FLUSH ? 1 : NCC_FLUSH / (per_row > 0 ? per_row : 1);
     double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
     for (int yb = y0; yb < y1; yb += rows_per_flush) {
         const int ye = yb + rows_per_flush < y1 ? yb + rows_per_flush : y1;

@@ -1,0 +1,160 @@
+/* The registration's fast paths against their plain definitions: the
+ * lane-wise overlap NCC against a double-precision NCC, and the per-pair
+ * memo of scored shifts (same results with and without it, and fewer NCCs
+ * computed with it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "register/register.h"
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* The definition: means, variances and covariance of the overlap in double,
+ * two passes. */
+static double ncc_reference(const float *a, const float *b, int h, int w, int sy, int sx) {
+    int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
+    int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
+    double n = (double)(y1 - y0) * (double)(x1 - x0), ma = 0, mb = 0;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            ma += a[(size_t)(y + sy) * (size_t)w + (size_t)(x + sx)];
+            mb += b[(size_t)y * (size_t)w + (size_t)x];
+        }
+    ma /= n, mb /= n;
+    double va = 0, vb = 0, cov = 0;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            double da = a[(size_t)(y + sy) * (size_t)w + (size_t)(x + sx)] - ma;
+            double db = b[(size_t)y * (size_t)w + (size_t)x] - mb;
+            va += da * da, vb += db * db, cov += da * db;
+        }
+    return cov / sqrt(va * vb);
+}
+
+/* Odd sizes (tails of every length after the 8-wide lanes, flushes after
+ * one and after many rows), shifts of both signs; b is a noisy shifted copy
+ * of a, so the NCC ranges from ~0 (wrong shifts) to ~0.9 (the right one). */
+static void test_ncc_matches_double(void **state) {
+    (void)state;
+    static const int sizes[][2] = {{37, 53}, {129, 7}, {301, 263}, {64, 1031}, {2049, 41}, {5, 5}};
+    double worst = 0;
+    int checked = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int h = sizes[k][0], w = sizes[k][1];
+        size_t n = (size_t)h * (size_t)w;
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        for (size_t i = 0; i < n; i++) a[i] = (float)(200.0 * (urand() - 0.5));
+        const int ty = h / 7, tx = -(w / 5); /* b[y][x] ~ a[y + ty][x + tx] */
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                int ya = y + ty, xa = x + tx;
+                float v = ya >= 0 && ya < h && xa >= 0 && xa < w ? a[(size_t)ya * (size_t)w + (size_t)xa] : 0;
+                b[(size_t)y * (size_t)w + (size_t)x] = v + (float)(60.0 * (urand() - 0.5)) + 3.0f;
+            }
+        const int shifts[][2] = {{0, 0}, {ty, tx}, {-ty, -tx}, {1, -1}, {h / 3, w / 4}, {-(h / 2), w / 2},
+                                 {h - 2, 0}, {0, -(w - 2)}};
+        for (size_t s = 0; s < sizeof shifts / sizeof shifts[0]; s++) {
+            int sy = shifts[s][0], sx = shifts[s][1];
+            if (abs(sy) >= h - 1 || abs(sx) >= w - 1) continue;
+            double got = ts_overlap_ncc(a, b, h, w, sy, sx), want = ncc_reference(a, b, h, w, sy, sx);
+            double d = fabs(got - want);
+            if (d > worst) worst = d;
+            if (d > 3e-7) print_message("%dx%d shift (%d, %d): %.2e\n", h, w, sy, sx, d);
+            if (d > 1e-6)
+                print_error("%dx%d shift (%d, %d): lanes %.9f, double %.9f\n", h, w, sy, sx, got, want);
+            assert_true(d <= 1e-6);
+            /* the same bits every time (no state, no thread dependence) */
+            double again = ts_overlap_ncc(a, b, h, w, sy, sx);
+            assert_memory_equal(&got, &again, sizeof got);
+            checked++;
+        }
+        /* the true shift scores high */
+        assert_true(ts_overlap_ncc(a, b, h, w, ty, tx) > 0.8);
+        free(a), free(b);
+    }
+    print_message("%d shifts: worst |lanes - double| = %.2e\n", checked, worst);
+    /* empty and constant overlaps */
+    float c[16];
+    for (int i = 0; i < 16; i++) c[i] = 5;
+    assert_true(ts_overlap_ncc(c, c, 4, 4, 0, 0) == 0);
+    assert_true(ts_overlap_ncc(c, c, 4, 4, 4, 0) == 0);
+}
+
+/* A periodic-ish textured pair (many candidates and rivals, so climbs
+ * revisit shifts): the memo changes nothing but the number of NCCs
+ * computed. */
+static void register_with(bool memo, int h, int w, double ty, double tx, ts_register_result *res,
+                          long long *requested, long long *scored) {
+    int H = h + 64, W = w + 64;
+    float *scene = malloc((size_t)H * (size_t)W * sizeof *scene);
+    uint64_t keep = rng;
+    rng = 1234567;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            scene[(size_t)y * (size_t)W + (size_t)x] =
+                (float)(100 + 40 * sin(0.35 * y) * cos(0.29 * x) + 25 * urand() + 0.05 * (x + y));
+    rng = keep;
+    float *a = malloc((size_t)h * (size_t)w * sizeof *a), *b = malloc((size_t)h * (size_t)w * sizeof *b);
+    int oy = (int)ty, ox = (int)tx;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            a[(size_t)y * (size_t)w + (size_t)x] = scene[(size_t)(y + 32) * (size_t)W + (size_t)(x + 32)];
+            b[(size_t)y * (size_t)w + (size_t)x] = scene[(size_t)(y + 32 - oy) * (size_t)W + (size_t)(x + 32 - ox)];
+        }
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    ts_registrar *r;
+    ts_error err;
+    assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
+    ts_registrar_set_memo(r, memo);
+    /* twice: the memo of the first pair must not leak into the second */
+    for (int i = 0; i < 2; i++) assert_int_equal(ts_register_strips(r, a, (size_t)w, b, (size_t)w, 0, 0, res, &err), TS_OK);
+    ts_registrar_ncc_counts(r, requested, scored);
+    ts_registrar_free(r);
+    free(scene), free(a), free(b);
+}
+
+static void test_memo_same_results(void **state) {
+    (void)state;
+    static const int shapes[][2] = {{64, 200}, {256, 40}, {120, 120}};
+    for (size_t k = 0; k < 3; k++) {
+        ts_register_result on, off;
+        long long req_on, sc_on, req_off, sc_off;
+        register_with(true, shapes[k][0], shapes[k][1], 3, -5, &on, &req_on, &sc_on);
+        register_with(false, shapes[k][0], shapes[k][1], 3, -5, &off, &req_off, &sc_off);
+        print_message("%dx%d: shift (%.3f, %.3f) ncc %.3f conf %.3f; NCCs asked %lld, computed %lld with the "
+                      "memo, %lld without\n", shapes[k][0], shapes[k][1], on.dy, on.dx, on.ncc, on.confidence,
+                      req_on, sc_on, sc_off);
+        assert_memory_equal(&on.dy, &off.dy, sizeof on.dy);
+        assert_memory_equal(&on.dx, &off.dx, sizeof on.dx);
+        assert_memory_equal(&on.ncc, &off.ncc, sizeof on.ncc);
+        assert_memory_equal(&on.confidence, &off.confidence, sizeof on.confidence);
+        assert_memory_equal(&on.ncc_second, &off.ncc_second, sizeof on.ncc_second);
+        assert_int_equal(on.matched, off.matched);
+        assert_int_equal(req_on, req_off);
+        assert_int_equal(sc_off, req_off); /* without the memo every request is computed */
+        assert_true(sc_on < sc_off);       /* the climbs ask again for shifts already scored */
+        assert_true(fabs(on.dy + 3) < 0.5 && fabs(on.dx - 5) < 0.5); /* b = a moved by (3, -5) */
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ncc_matches_double),
+        cmocka_unit_test(test_memo_same_results),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
