@@ -28,6 +28,10 @@ static ts_status from_metadata(const ts_plate *plate, const int64_t *tile_base, 
                                "multiscales[0] (datasets[0] or its own coordinateTransformations), and --positions "
                                "metadata needs one for every tile", wi->path, wi->positions[p], path);
             }
+            const double *v = o[tile_base[w] + p];
+            if (!(fabs(v[0]) <= TS_SHIFTS_MAX_PX && fabs(v[1]) <= TS_SHIFTS_MAX_PX))
+                return ts_fail(err, TS_ERR_FORMAT, "tile %s/%s: its translation puts it at [%g, %g] px, beyond %.0f "
+                               "px: not a stage position", wi->path, wi->positions[p], v[0], v[1], TS_SHIFTS_MAX_PX);
         }
     }
     return TS_OK;

@@ -338,6 +338,10 @@ one_missing = dict((n, stage_of(v)) for n, v in stage_px.items())
 one_missing["000017"] = None
 check_error(est_on(rewrite(sim, path("missing.zarr"), rename, one_missing), "--positions", "metadata"), 1,
             ["A/1/000017", "translation"], "a tile without a translation")
+absurd = dict(one_missing)
+absurd["000017"] = (1e12, 0.0)
+check_error(est_on(rewrite(sim, path("absurd.zarr"), rename, absurd), "--positions", "metadata"), 1,
+            ["A/1/000017", "not a stage position"], "a translation of 10^12 um")
 zero = rewrite(sim, path("zero.zarr"), rename, {n: (0.0, 0.0) for n in stage_px})
 check_error(est_on(zero, "--positions", "metadata"), 1, ["same stage position", "A/1/"], "all translations 0")
 far = write_tile_config(path("far.txt"), [(f"{n}.tif", (3 * TILE * grid_of(n)[1], 3 * TILE * grid_of(n)[0]))
