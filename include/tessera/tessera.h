@@ -373,8 +373,9 @@ ts_status ts_shifts_write_json(const char *path, const char *json, ts_error *err
  * blended: each pixel takes the label of the covering tile with the largest
  * edt weight (ties: the first tile in the shifts file's order), 0 is
  * background, the tiles' dtype is kept (dtype is ignored); pyramid levels
- * take the 2x2 mode. Label images of the input's fields (NGFF `labels`) are
- * fused this way whatever blend says (docs/fuse.md). */
+ * take the 2x2 mode. Label images of the input's fields (NGFF `labels`),
+ * and images with NGFF image-label metadata, are fused this way whatever
+ * blend says (docs/fuse.md). */
 typedef enum ts_blend { TS_BLEND_EDT = 0, TS_BLEND_AVERAGE, TS_BLEND_LABEL } ts_blend;
 typedef enum ts_tcz_policy { TS_TCZ_MIN = 0, TS_TCZ_MAX } ts_tcz_policy;
 

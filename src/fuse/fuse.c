@@ -335,7 +335,7 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
     W.format = opt->format;
     /* A label image (sub: one of the fields' NGFF labels) keeps its
      * tiles' dtype (fuse_label_check_tiles); up to 4 bytes until known. */
-    W.label = opt->blend == TS_BLEND_LABEL || sub;
+    W.label = opt->blend == TS_BLEND_LABEL || sub || fuse_label_plate(plate, w);
     if (sub) snprintf(W.sub, sizeof W.sub, "%s", sub);
     W.out_dtype = W.label ? TS_UINT32 : opt->dtype;
     W.out_elem = ts_dtype_size(W.out_dtype);
@@ -425,10 +425,10 @@ static ts_status write_image_meta(const fuse_well *W, const char *image_path, ts
         im.channel_colors[c][0] = '\0';
     }
     im.nchannels = (int)(C < TS_MAX_CHANNELS ? C : TS_MAX_CHANNELS);
+    if (W->label) return fuse_label_write_meta(W, image_path, &im, err);
     /* The display window from what was written (viewer.c), not the tiles'. */
     ts_status wst = fuse_window(W, &im, err);
     if (wst) return wst;
-    if (W->label) return fuse_label_write_meta(W, image_path, &im, err);
     return ts_image_write_meta(image_path, W->format, &im, W->L.levels + 1, err);
 }
 

@@ -126,6 +126,9 @@ size_t fuse_weights_bytes(const fuse_well *W);
 void fuse_weights_free(fuse_well *W);
 
 /* label.c: label images (docs/fuse.md "Label images"). */
+/* Whether well w's images are label images (the first position's has
+ * NGFF image-label metadata): fused as labels whatever --blend says. */
+bool fuse_label_plate(const ts_plate *plate, int w);
 /* After fuse_well_tiles: every tile is of one integer dtype of at most 32
  * bits, which the mosaic keeps (out_dtype). */
 ts_status fuse_label_check_tiles(fuse_well *W, ts_error *err);

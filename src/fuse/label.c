@@ -16,6 +16,13 @@
 
 #include "fuse/fuse_internal.h"
 
+bool fuse_label_plate(const ts_plate *plate, int w) {
+    if (plate->wells[w].npositions < 1) return false;
+    char image[4300];
+    ts_plate_image_path(plate, w, 0, image, sizeof image);
+    return ts_image_is_label(image);
+}
+
 ts_status fuse_label_check_tiles(fuse_well *W, ts_error *err) {
     const ts_well_info *well = &W->plate->wells[W->w];
     ts_dtype dt = W->tiles[0].dtype;

@@ -104,3 +104,13 @@ ts_status ts_labels_write_group(const char *image_path, ts_ome_version version,
     free(text);
     return st;
 }
+
+bool ts_image_is_label(const char *image_path) {
+    ome_node node;
+    bool found = false;
+    ts_error ignored;
+    if (ome_node_read(image_path, &node, &found, &ignored) != TS_OK || !found) return false;
+    bool is = json_is_object(json_object_get(node.ome, "image-label"));
+    ome_node_free(&node);
+    return is;
+}

@@ -185,6 +185,9 @@ ts_status ts_labels_list(const char *image_path, char (*names)[TS_LABEL_NAME_MAX
  * label image at source_label_path (NULL or without them: none), and
  * source.image when source_image is not NULL ("../../" under labels/). */
 char *ts_label_attrs(const char *source_label_path, ts_ome_version version, const char *source_image);
+/* Whether the image at image_path has image-label metadata (false when
+ * it has not, or its metadata does not read: its readers report that). */
+bool ts_image_is_label(const char *image_path);
 /* Writes the group <image_path>/labels listing names. */
 ts_status ts_labels_write_group(const char *image_path, ts_ome_version version,
                                 const char (*names)[TS_LABEL_NAME_MAX], int n, ts_error *err);
