@@ -34,6 +34,12 @@ struct ts_laplacian {
     cholmod_factor *L_nd;   /* its result, NULL until joined (or on failure) */
     pthread_t nd_thread;
     bool nd_running, nd_joined;
+    /* Large systems: the factorisation split along the elimination tree
+     * (see factorize_split), planned for the factor it was computed for. */
+    const cholmod_factor *plan_for;
+    int nranges[3];         /* row ranges of thread 0, thread 1, then the top */
+    int *ranges[3];         /* [lo, hi) pairs, in increasing order */
+    bool no_split;          /* tests: cholmod_factorize on one thread */
 };
 
 /* Conjugate gradients: at most PCG_MAX_ITER steps before refactorising, and
@@ -72,6 +78,7 @@ void ts_laplacian_free(ts_laplacian *lap) {
         cholmod_finish(&lap->c_nd);
     }
     if (lap->started_col) cholmod_finish(&lap->c_col);
+    for (int t = 0; t < 3; t++) free(lap->ranges[t]);
     if (lap->started) {
         cholmod_free_dense(&lap->B, &lap->c);
         cholmod_free_dense(&lap->X, &lap->c);
@@ -247,6 +254,8 @@ static void *nd_main(void *arg) {
     return NULL;
 }
 
+void ts_laplacian_set_no_split(ts_laplacian *lap, bool no_split) { lap->no_split = no_split; }
+
 void ts_laplacian_prepare_refactor(ts_laplacian *lap) {
     if (!lap->large || lap->started_nd || lap->nd_joined) return;
     cholmod_start(&lap->c_nd);
@@ -275,6 +284,16 @@ static void take_nd(ts_laplacian *lap) {
     cholmod_free_factor(&lap->L, &lap->c);
     lap->L = lap->L_nd;
     lap->L_nd = NULL;
+    lap->plan_for = NULL;
+}
+
+static bool ensure_col_common(ts_laplacian *lap) {
+    if (!lap->started_col) {
+        cholmod_start(&lap->c_col);
+        lap->c_col.print = 0;
+        lap->started_col = true;
+    }
+    return true;
 }
 
 /* y = A x for one column (A symmetric, upper triangle stored). */
@@ -364,11 +383,7 @@ static bool pcg(ts_laplacian *lap) {
         bool ok0 = pcg_column(lap, 0, &lap->c);
         return pcg_column(lap, 1, &lap->c) && ok0;
     }
-    if (!lap->started_col) {
-        cholmod_start(&lap->c_col);
-        lap->c_col.print = 0;
-        lap->started_col = true;
-    }
+    ensure_col_common(lap);
     pcg_job j = {.lap = lap};
     pthread_t t;
     bool threaded = pthread_create(&t, NULL, pcg_col1_main, &j) == 0;
@@ -376,6 +391,216 @@ static bool pcg(ts_laplacian *lap) {
     if (threaded) pthread_join(t, NULL);
     else pcg_col1_main(&j);
     return ok0 && j.ok;
+}
+
+/* ---- The factorisation on two threads ----
+ *
+ * CHOLMOD's simplicial factorisation (cholmod_rowfac) computes L one row at
+ * a time; row k reads only rows of its descendants in the elimination tree
+ * and writes only their columns. Two disjoint subtrees can therefore be
+ * factorised at the same time (each thread its own CHOLMOD workspace), and
+ * the rows above them (the top separators of the nested dissection) after
+ * both. Every row is computed by the same arithmetic as in one
+ * cholmod_factorize call, so the factor is the same bytes whatever the
+ * threads' timing (test_solve_split checks it against cholmod_factorize). */
+
+static bool push_range(int **v, int *n, int lo, int hi) {
+    if (*n > 0 && (*v)[2 * *n - 1] == lo) { /* contiguous: extend */
+        (*v)[2 * *n - 1] = hi;
+        return true;
+    }
+    int *nv = realloc(*v, (size_t)(2 * (*n + 1)) * sizeof *nv);
+    if (!nv) return false;
+    nv[2 * *n] = lo;
+    nv[2 * *n + 1] = hi;
+    *v = nv;
+    ++*n;
+    return true;
+}
+
+typedef struct weighted {
+    double w;
+    int k;
+} weighted;
+
+static int cmp_weight_desc(const void *x, const void *y) { /* heaviest first, then by row */
+    const weighted *a = x, *b = y;
+    if (a->w != b->w) return a->w < b->w ? 1 : -1;
+    return (a->k > b->k) - (a->k < b->k);
+}
+
+static int cmp_int(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* Deals the subtrees f[0..nf) to two threads, heaviest first to the lighter
+ * one; owner[i] for sorted[i]; returns the imbalance (heavier - lighter) /
+ * heavier. */
+static double deal(const int *f, int nf, const double *work, weighted *sorted, int *owner) {
+    for (int i = 0; i < nf; i++) sorted[i] = (weighted){work[f[i]], f[i]};
+    qsort(sorted, (size_t)nf, sizeof *sorted, cmp_weight_desc);
+    double load[2] = {0, 0};
+    for (int i = 0; i < nf; i++) {
+        owner[i] = load[0] <= load[1] ? 0 : 1;
+        load[owner[i]] += sorted[i].w;
+    }
+    double hi = load[0] > load[1] ? load[0] : load[1], lo = load[0] + load[1] - hi;
+    return hi > 0 ? (hi - lo) / hi : 1.0;
+}
+
+/* At most this many subtrees are dealt (a flat tree stops the splitting). */
+#define SPLIT_MAX_SUBTREES 256
+
+/* The plan: starting from the roots, the heaviest subtree is split (its
+ * root row goes to the top part, computed after both threads) until the
+ * subtrees can be dealt to two threads within 10% of each other, or the top
+ * part would hold more than a third of the work. Work of row k ~ the
+ * squared length of column k of L (ColCount, from the analysis). The
+ * elimination tree is postordered (both orderings ask for it), so a subtree
+ * is the contiguous rows [k - size + 1, k]. Returns false when out of memory
+ * or when there is nothing to split; the factorisation then runs on one
+ * thread. */
+static bool plan_split(ts_laplacian *lap, const cholmod_sparse *S) {
+    int n = lap->n;
+    for (int t = 0; t < 3; t++) free(lap->ranges[t]), lap->ranges[t] = NULL, lap->nranges[t] = 0;
+    lap->plan_for = NULL;
+    size_t nn = (size_t)n;
+    int *parent = malloc(nn * sizeof(int)), *size = malloc(nn * sizeof(int));
+    int *first_child = malloc(nn * sizeof(int)), *next_sib = malloc(nn * sizeof(int));
+    int *frontier = malloc(nn * sizeof(int)), *top = malloc(nn * sizeof(int)), *owner = malloc(nn * sizeof(int));
+    double *work = malloc(nn * sizeof(double));
+    weighted *sorted = malloc(nn * sizeof(weighted));
+    bool ok = parent && size && first_child && next_sib && frontier && top && owner && work && sorted &&
+              cholmod_etree((cholmod_sparse *)S, parent, &lap->c);
+    const int *colcount = lap->L->ColCount;
+    for (int k = 0; ok && k < n; k++) ok = parent[k] == -1 || parent[k] > k;
+    if (ok) {
+        for (int k = 0; k < n; k++) {
+            size[k] = 1;
+            work[k] = (double)colcount[k] * (double)colcount[k];
+            first_child[k] = next_sib[k] = -1;
+        }
+        for (int k = 0; k < n; k++)
+            if (parent[k] >= 0) size[parent[k]] += size[k], work[parent[k]] += work[k];
+        for (int k = n - 1; k >= 0; k--)
+            if (parent[k] >= 0) next_sib[k] = first_child[parent[k]], first_child[parent[k]] = k;
+        for (int k = 0; ok && k < n; k++) /* postordered: a subtree is contiguous */
+            ok = first_child[k] < 0 || first_child[k] - size[first_child[k]] == k - size[k];
+    }
+    int nf = 0, nt = 0;
+    double total = 0, top_work = 0;
+    for (int k = 0; ok && k < n; k++)
+        if (parent[k] < 0) frontier[nf++] = k, total += work[k];
+    while (ok && nf <= SPLIT_MAX_SUBTREES) {
+        if (nf > 1 && deal(frontier, nf, work, sorted, owner) <= 0.1) break;
+        int h = 0;
+        for (int f = 1; f < nf; f++)
+            if (work[frontier[f]] > work[frontier[h]]) h = f;
+        int r = frontier[h];
+        double own = (double)colcount[r] * (double)colcount[r];
+        if (first_child[r] < 0 || top_work + own > total / 3) break;
+        top[nt++] = r;
+        top_work += own;
+        frontier[h] = frontier[--nf];
+        for (int c = first_child[r]; c >= 0; c = next_sib[c]) frontier[nf++] = c;
+    }
+    ok = ok && nf > 1;
+    if (ok) {
+        deal(frontier, nf, work, sorted, owner);
+        for (int t = 0; ok && t < 2; t++) { /* each thread's subtrees in row order */
+            int m = 0;
+            for (int i = 0; i < nf; i++)
+                if (owner[i] == t) frontier[m++] = sorted[i].k;
+            qsort(frontier, (size_t)m, sizeof(int), cmp_int);
+            for (int i = 0; ok && i < m; i++)
+                ok = push_range(&lap->ranges[t], &lap->nranges[t], frontier[i] - size[frontier[i]] + 1, frontier[i] + 1);
+        }
+        qsort(top, (size_t)nt, sizeof(int), cmp_int);
+        for (int i = 0; ok && i < nt; i++) ok = push_range(&lap->ranges[2], &lap->nranges[2], top[i], top[i] + 1);
+    }
+    free(parent);
+    free(size);
+    free(first_child);
+    free(next_sib);
+    free(frontier);
+    free(top);
+    free(owner);
+    free(work);
+    free(sorted);
+    if (ok) lap->plan_for = lap->L;
+    return ok;
+}
+
+typedef struct rowfac_job {
+    ts_laplacian *lap;
+    cholmod_sparse *S;
+    bool ok;
+} rowfac_job;
+
+static bool rowfac_ranges(ts_laplacian *lap, cholmod_sparse *S, int t, cholmod_common *cm) {
+    double beta[2] = {0, 0};
+    for (int r = 0; r < lap->nranges[t]; r++)
+        if (!cholmod_rowfac(S, NULL, beta, (size_t)lap->ranges[t][2 * r], (size_t)lap->ranges[t][2 * r + 1], lap->L,
+                            cm))
+            return false;
+    return true;
+}
+
+static void *rowfac_main(void *arg) {
+    rowfac_job *j = arg;
+    j->ok = rowfac_ranges(j->lap, j->S, 1, &j->lap->c_col);
+    return NULL;
+}
+
+/* Numeric factorisation of lap->A into lap->L: cholmod_factorize, or for
+ * large systems the same rows on two threads. Returns false on failure
+ * (lap->c.status, L->minor tell why). */
+static bool factorize(ts_laplacian *lap) {
+    if (!lap->large) return cholmod_factorize(lap->A, lap->L, &lap->c) && lap->c.status != CHOLMOD_NOT_POSDEF;
+    cholmod_common *c = &lap->c;
+    /* What cholmod_factorize does for an upper-stored matrix: S = triu(A(p,p)) */
+    cholmod_sparse *A1 = cholmod_ptranspose(lap->A, 2, lap->L->Perm, NULL, 0, c);
+    cholmod_sparse *S = A1 ? cholmod_transpose(A1, 2, c) : NULL;
+    cholmod_free_sparse(&A1, c);
+    if (!S) return false;
+    ensure_col_common(lap);
+    bool split = !lap->no_split && (lap->plan_for == lap->L || plan_split(lap, S));
+    bool ok = true;
+    if (!split) {
+        cholmod_free_sparse(&S, c);
+        return cholmod_factorize(lap->A, lap->L, c) && c->status != CHOLMOD_NOT_POSDEF;
+    }
+    int n = lap->n;
+    double beta[2] = {0, 0};
+    if (lap->L->xtype == CHOLMOD_PATTERN) {
+        /* As cholmod_factorize: LDL', exactly the space the analysis gives;
+         * rows 0..0 only turns the symbolic factor into the identity. */
+        lap->L->is_ll = c->final_ll ? 1 : 0;
+        size_t grow2 = c->grow2;
+        if (c->final_pack) c->grow2 = 0;
+        ok = cholmod_rowfac(S, NULL, beta, 0, 0, lap->L, c);
+        c->grow2 = grow2;
+    } else {
+        int *Lnz = lap->L->nz; /* a refactorisation: rows start empty */
+        for (int k = 0; k < n; k++) Lnz[k] = 1;
+        lap->L->minor = (size_t)n;
+    }
+    if (ok) {
+        c->status = lap->c_col.status = CHOLMOD_OK;
+        rowfac_job j = {.lap = lap, .S = S};
+        pthread_t t;
+        bool threaded = pthread_create(&t, NULL, rowfac_main, &j) == 0;
+        bool ok0 = rowfac_ranges(lap, S, 0, c);
+        if (threaded) pthread_join(t, NULL);
+        else rowfac_main(&j);
+        ok = ok0 && j.ok && lap->c_col.status == CHOLMOD_OK;
+        if (ok) ok = rowfac_ranges(lap, S, 2, c);
+        if (lap->c_col.status == CHOLMOD_NOT_POSDEF) c->status = CHOLMOD_NOT_POSDEF;
+        ok = ok && c->status != CHOLMOD_NOT_POSDEF && lap->L->minor == (size_t)n;
+    }
+    cholmod_free_sparse(&S, c);
+    return ok;
 }
 
 ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*d)[2], const double (*fixed)[2],
@@ -426,7 +651,7 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
     }
     if (!(reuse && lap->X && pcg(lap))) {
         if (lap->X) take_nd(lap); /* a refactorisation */
-        if (!cholmod_factorize(lap->A, lap->L, &lap->c) || lap->c.status == CHOLMOD_NOT_POSDEF)
+        if (!factorize(lap))
             return ts_fail(err, TS_ERR_NUMERIC,
                            "solve: the tile system is singular (CHOLMOD status %d at column %d of %d)", lap->c.status,
                            (int)lap->L->minor, n);

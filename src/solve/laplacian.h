@@ -39,6 +39,12 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
  * depend on the thread's timing. */
 void ts_laplacian_prepare_refactor(ts_laplacian *lap);
 
+/* Large systems factorise on two threads, rows of disjoint subtrees of the
+ * elimination tree at the same time (the same bytes as one
+ * cholmod_factorize); no_split = true makes them call cholmod_factorize
+ * (for the tests that check this). */
+void ts_laplacian_set_no_split(ts_laplacian *lap, bool no_split);
+
 void ts_laplacian_free(ts_laplacian *lap);
 
 #endif
