@@ -32,7 +32,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: tessera <command> [options]\n\n"
                "Stitch tiled microscope scans into OME-Zarr mosaics.\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
-    fprintf(f, "\n'tessera <command> --help' describes a command's options.\n"
+    fprintf(f, "\n'tessera <command> --help' describes a command's options; each takes its value\n"
+               "as the next argument or after '=' (--overlap=10%%).\n"
                "'tessera --version' prints the version.\n"
                "estimate, fuse and stitch split their work over the ranks of 'mpirun -n N tessera ...'.\n");
 }

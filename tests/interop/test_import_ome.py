@@ -10,6 +10,9 @@ nobody here wrote.
   positions; tiles that disagree on the pixel size, or positions on some
   tiles only, are refused naming the files; a plain TIFF keeps 1 µm and
   "Channel 0".
+- The chain: tiles cut from a real image at jittered offsets, their nominal
+  stage positions in the OME-XML: estimate --positions metadata on the
+  imported plate gives the true offsets.
 - --order row|column|snake-row|snake-column places {index} tiles where an
   independent mapping says (each tile holds its index as pixel value).
 - --first-index mistakes: 30 tiles named from 1 imported from 0 (rows and
@@ -151,6 +154,38 @@ def check_ome():
           [ch["label"] for ch in a["omero"]["channels"]] == ["Channel 0"], f"plain TIFF: {ct} {a['omero']}")
 
 
+def check_positions_chain():
+    """Tiles cut from a real image (skimage's camera) at jittered offsets,
+    their nominal stage positions in the OME-XML (x in mm, y in µm, 0.5 µm
+    pixels): import writes the translations that estimate --positions
+    metadata reads, and the solved origins are the true cut offsets."""
+    from skimage import data
+    img = data.camera().astype(np.uint16) * 100
+    d = fresh(os.path.join(TMP, "chain"))
+    rng = np.random.default_rng(1)
+    truth = {}
+    for r in range(2):
+        for c in range(2):
+            ny, nx = 10 + 160 * r, 10 + 160 * c
+            y0, x0 = ny + int(rng.integers(-4, 5)), nx + int(rng.integers(-4, 5))
+            truth[f"A/1/{c:03d}{r:03d}"] = (y0, x0)
+            md = {"axes": "YX", "PhysicalSizeX": 0.5, "PhysicalSizeY": 0.5,
+                  "Plane": {"PositionX": [nx * 0.5 / 1000], "PositionXUnit": ["mm"],
+                            "PositionY": [ny * 0.5], "PositionYUnit": [MICRO]}}
+            tifffile.imwrite(os.path.join(d, f"r{r}_c{c}.ome.tif"), img[y0:y0 + 200, x0:x0 + 200], metadata=md)
+    plate, shifts = os.path.join(TMP, "chain.zarr"), os.path.join(TMP, "chain.yaml")
+    run("import", d, "-o", plate, "--pattern", "r{row}_c{col}.ome.tif")
+    p = run("estimate", plate, "-o", shifts, "--overlap", "20%", "--positions", "metadata", "-q", ok=False)
+    check(p.returncode == 0, f"estimate --positions metadata on the imported plate: exit {p.returncode} {p.stderr!r}")
+    if p.returncode:
+        return
+    import yaml
+    got = yaml.safe_load(open(shifts))["total_translation"]
+    my, mx = min(v[0] for v in truth.values()), min(v[1] for v in truth.values())
+    want = {k: [v[0] - my, v[1] - mx] for k, v in truth.items()}
+    check(got == want, f"estimate --positions metadata: origins {got}, true {want}")
+
+
 # -------------------------------------------------------------------- orders
 
 def expected_cell(i, cols, rows, order):
@@ -274,6 +309,7 @@ def check_equals_syntax():
 def main():
     os.makedirs(TMP, exist_ok=True)
     check_ome()
+    check_positions_chain()
     check_orders()
     check_first_index()
     check_overlap_percent()
