@@ -77,6 +77,9 @@ static ts_status length_um(const char *path, const xmlNode *n, const char *name,
         return ts_fail(err, TS_ERR_FORMAT, "%s: OME-XML %s %s=\"%s\" is not a length unit (pm to km)",
                        path, (const char *)n->name, unit_name, unit);
     *um = v * f;
+    if (!isfinite(*um))
+        return ts_fail(err, TS_ERR_FORMAT, "%s: OME-XML %s %s=\"%s\" %s is beyond any length in micrometres",
+                       path, (const char *)n->name, name, text, unit);
     *found = true;
     return TS_OK;
 }

@@ -113,6 +113,9 @@ static void test_refusals(void **state) {
             "reference frame");
     refused("<OME><Image><Pixels><Plane PositionX=\"1\" PositionY=\"2\" PositionYUnit=\"parsec\"/></Pixels></Image></OME>",
             "PositionYUnit");
+    /* finite in its unit, not in micrometres */
+    refused("<OME><Image><Pixels><Plane PositionX=\"1e305\" PositionXUnit=\"km\" PositionY=\"2\"/></Pixels></Image></OME>",
+            "PositionX=\"1e305\"");
     /* an external entity is never fetched: refused in an attribute (not
      * well-formed), left out in text */
     refused("<?xml version=\"1.0\"?><!DOCTYPE OME [<!ENTITY e SYSTEM \"/etc/passwd\">]>"
