@@ -355,6 +355,24 @@ def main():
               "a plate of image-label images without --blend label: not fused as labels")
 
         # ---- refusals
+        # A field without the label image the well's first field lists, and
+        # one whose label image is not at the image's resolution.
+        for what in ("missing", "shape"):
+            bad = os.path.join(tmp, "bad_%s.zarr" % what)
+            shutil.copytree(plate, bad)
+            cells = os.path.join(bad, "A", "1", "001000", "labels", "cells")
+            if what == "missing":
+                shutil.rmtree(cells)
+            else:
+                import zarr
+                zarr.open_group(zarr.DirectoryStore(cells, dimension_separator="/"), mode="a").create_dataset(
+                    "0", data=np.ones((1, 20, 26), np.int32), chunks=(1, 20, 26), overwrite=True)
+            o = os.path.join(tmp, "bad_%s_out.zarr" % what)
+            p = run("fuse", bad, sh, "-o", o, ok=False)
+            want = "001000/labels/cells" if what == "missing" else "20x26"
+            check(p.returncode == 1 and want in p.stderr and "Traceback" not in p.stderr,
+                  "label image %s: exit %d, %s" % (what, p.returncode, p.stderr.strip()))
+            check(not os.path.exists(o), "label image %s: the refused run left an output" % what)
         fplate = os.path.join(tmp, "float.zarr")
         fsh = os.path.join(tmp, "f.yaml")
         R.write_shifts(fsh, R.write_plate(fplate, ["A/1"], dtype=np.float32))
