@@ -25,7 +25,18 @@ void fuse_plate_canvas(fuse_well *wells, int n, int *levels) {
 }
 
 ts_status fuse_window(const fuse_well *W, ts_image_meta *im, ts_error *err) {
-    const tz_array *arr = W->out[W->L.levels];
+    /* The largest level whose plane the sample holds whole (the smallest
+     * levels' means narrow the quantiles: on a 7581 x 9425 mosaic the 99.9 %
+     * of level 4 was 3155 where level 0's was 3933); else the smallest,
+     * sampled by chunks. */
+    int k = 0;
+    while (k < W->L.levels) {
+        if (!W->out[k]) return TS_OK;
+        const tz_array_meta *m = tz_array_get_meta(W->out[k]);
+        if (m->shape[3] * m->shape[4] <= OME_WINDOW_SAMPLE) break;
+        k++;
+    }
+    const tz_array *arr = W->out[k];
     if (!arr) return TS_OK;
     double win[TS_MAX_CHANNELS][4];
     bool has[TS_MAX_CHANNELS];

@@ -19,8 +19,9 @@ int fuse_auto_levels(int64_t h, int64_t w, int64_t side);
  * fuse_auto_levels of that canvas. */
 void fuse_plate_canvas(fuse_well *wells, int n, int *levels);
 
-/* The display window of each channel from the well's written data (its
- * smallest level, the timepoints this run wrote) into im. */
+/* The display window of each channel from the well's written data (the
+ * largest level whose plane fits OME_WINDOW_SAMPLE, else the smallest; the
+ * timepoints this run wrote) into im. */
 ts_status fuse_window(const fuse_well *W, ts_image_meta *im, ts_error *err);
 
 #endif

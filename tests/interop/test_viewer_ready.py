@@ -6,7 +6,7 @@ well fused alone) and reads as the fill value; a pyramid by default down to
 1024 px on both axes (--levels overrides); --codec NAME[:LEVEL] stored as
 the real level and refused out of range, naming the value; omero.window
 start/end from the data (nearest-rank 0.1 / 99.9 % of the non-zero values
-of the smallest level; import: of each tile), min/max the dtype's range.
+of the largest level whose plane fits 4 Mi values; import: of each tile), min/max the dtype's range.
 0.4 read with zarr-python, 0.5 with zarrita."""
 import json
 import math
@@ -128,10 +128,12 @@ for fmt in ("0.4", "0.5"):
         check(not b[..., h:, :].any() and not b[..., :, ww:].any(), f"{fmt} {w}: padding is not the fill value")
         check(levels_of(os.path.join(alone, w, "0")) == 1, f"{fmt} {w}: --levels 0 wrote a pyramid")
 
-        # omero.window from the data: the smallest level's non-zero values.
+        # omero.window from the data: the non-zero values of the largest
+        # level whose plane fits the 4 Mi sample (else the smallest).
         image = os.path.join(out, w, "0")
         n = levels_of(image)
-        small = read(image, n - 1, fmt)
+        k = next((k for k in range(n) if math.prod(meta_json(image, k, fmt)["shape"][3:]) <= 1 << 22), n - 1)
+        small = read(image, k, fmt)
         chans = image_attrs(image, fmt)["omero"]["channels"]
         for c, ch in enumerate(chans):
             win = ch["window"]
