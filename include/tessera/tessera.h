@@ -275,6 +275,10 @@ typedef struct ts_estimate_options {
      * implausible); ts_estimate_run then returns TS_OK with result->verdict
      * set. Default false: TS_ERR_NUMERIC, nothing written. See docs/qc.md. */
     bool accept_poor;
+    /* No stage model: the weak, unmatched and outlying pairs are not
+     * registered again inside the window the trusted pairs allow
+     * (docs/register.md, "Stage model"). Default false. */
+    bool no_stage_model;
     /* Where the tiles are expected (docs/register.md, "Stage positions"):
      * TS_POSITIONS_NAMES (default) the grid of the position names x the
      * nominal pitch; METADATA each image's OME-NGFF translation divided by
@@ -324,6 +328,8 @@ typedef struct ts_estimate_result {
     int64_t tiles, pairs;         /* pairs measured (written and solved) */
     int64_t unmatched_pairs;      /* neighbours whose overlap did not match (blank tiles) */
     int64_t low_confidence_pairs; /* measured, confidence < 0.1 */
+    int64_t reregistered_pairs;   /* replaced by the stage model's confined search */
+    int64_t rematched_pairs;      /* ... of those, unmatched in the first pass */
     int64_t outlier_pairs;        /* flagged by the solve */
     int64_t isolated_tiles;       /* no usable pair: placed on the grid */
     int max_components;           /* most connected groups in one well */

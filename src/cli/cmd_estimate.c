@@ -41,6 +41,8 @@ static const char *ESTIMATE_USAGE =
     "                         (nominal or guessed); the expected offset itself is\n"
     "                         checked. Default: no limit, with --guess or\n"
     "                         --positions half the overlap; -1: no limit\n"
+    "  --no-stage-model       do not register weak, unmatched and outlying pairs\n"
+    "                         again inside the window the trusted pairs allow\n"
     "solve:\n"
     "  --solver l1|l2         robust L1 (IRLS, default) or least squares\n"
     "  --edge-weights MODE    linear (default), none, squared or threshold:CUT:\n"
@@ -108,6 +110,8 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
         o->positions_file = o->positions == TS_POSITIONS_FILE ? v : NULL;
     } else if (!strcmp(a, "--accept-poor")) {
         o->accept_poor = true;
+    } else if (!strcmp(a, "--no-stage-model")) {
+        o->no_stage_model = true;
     } else if (!strcmp(a, "--clahe")) {
         o->clahe = true;
     } else if (!strcmp(a, "--names-yx")) {
@@ -165,6 +169,8 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
                           "pairs_per_second", number(seconds > 0 ? (double)r->pairs / seconds : 0.0, 1));
     json_object_set_new(j, "verdict", json_string(verdict_name(r->verdict)));
     json_object_set_new(j, "written", json_boolean(r->written));
+    json_object_set_new(j, "reregistered_pairs", json_integer((json_int_t)r->reregistered_pairs));
+    json_object_set_new(j, "rematched_pairs", json_integer((json_int_t)r->rematched_pairs));
     json_object_set_new(j, "message", cli_json_path(r->verdict_message));
     json_object_set_new(j, "x", overlap_json(&r->overlap[0]));
     json_object_set_new(j, "y", overlap_json(&r->overlap[1]));

@@ -24,6 +24,7 @@
 #include "solve/solve.h"
 #include "register/register.h"
 #include "register/tile_cache.h"
+#include "register/stage_model.h"
 #include "shifts/shifts.h"
 
 void ts_estimate_options_init(ts_estimate_options *opt) {
@@ -699,6 +700,35 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
     return TS_OK;
 }
 
+/* The stage model (stage_model.h): the weak, unmatched and outlying pairs
+ * registered again inside the window the trusted pairs allow, before the
+ * solve. */
+static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_error *err) {
+    if (c->opt->no_stage_model) return TS_OK;
+    ts_stage_pair *p = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *p);
+    if (!p) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the stage model of %lld pairs", (long long)c->nedges);
+    for (int64_t i = 0; i < c->nedges; i++) {
+        const edge *e = &c->edges[i];
+        const int64_t ia = c->tile_base[e->well] + e->a, ib = c->tile_base[e->well] + e->b;
+        /* With a guess the model is of the measurements minus the guessed
+         * offsets (a nominal-grid guess changes nothing). */
+        double gy = 0, gx = 0;
+        if (c->guess_origin) {
+            gy = c->guess_origin[ib][0] - c->guess_origin[ia][0];
+            gx = c->guess_origin[ib][1] - c->guess_origin[ia][1];
+        }
+        p[i] = (ts_stage_pair){e->well, e->dir, e->dir == TS_PAIR_RIGHT ? e->gy : e->gx, ia, ib, gy, gx, e->res, false, false};
+    }
+    const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->opt->cache_bytes, load_tile, c};
+    ts_stage_summary sum;
+    ts_status st = ts_stage_reregister(&ps, p, c->nedges, &sum, err);
+    for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) c->edges[i].res = p[i].res;
+    result->reregistered_pairs = sum.replaced;
+    result->rematched_pairs = sum.rematched;
+    free(p);
+    return st;
+}
+
 /* On the first rank: the solve and the shifts file. */
 static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *result, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
@@ -706,6 +736,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     /* The file lists pairs in the canonical order, whatever the schedule
      * (which depends on the thread count and cache size). */
     qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
+    if ((st = stage_model_pass(c, result, err)) != TS_OK) return st;
 
     /* Pairs without a match (a blank or featureless tile) are not
      * measurements: left out of the solve and of the file, so such a tile,

@@ -1,0 +1,137 @@
+/* The stage model and the re-registration of the pairs that disagree with
+ * it (docs/register.md, "Stage model").
+ *
+ * From the pairs the first pass trusts, per direction (left/right,
+ * top/bottom): the median origin offset b - a (so the actual overlap) and
+ * its robust spread (the stage's repeatability), and per grid row (right
+ * pairs) or column (lower pairs) the median of the row's trusted pairs, as
+ * MIST does. Every weak, unmatched or outlying pair is registered again by
+ * an exhaustive NCC search confined to the window the model allows around
+ * its row's (column's) prediction, in strips cut for the measured overlap
+ * plus the window (so an overlap larger than the nominal one is inside
+ * them); the result replaces the first pass's only when the window search
+ * is better supported (stage_model.c, reregister.c). */
+#ifndef TS_REGISTER_STAGE_MODEL_H
+#define TS_REGISTER_STAGE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "register/register.h"
+
+/* One neighbour pair as the model sees it (canonical order). */
+typedef struct ts_stage_pair {
+    int well;
+    int dir;            /* ts_pair_dir */
+    int line;           /* grid row (right pairs) or column (lower pairs) of tile a */
+    int64_t ta, tb;     /* tile ids (the tile cache's) */
+    double gy, gx;      /* the offset expected before measuring (a guess's b - a; 0
+                           without one): the model is of the measurement minus it */
+    ts_register_result res; /* the first pass's; replaced where re-registered */
+    bool replaced;      /* set by ts_stage_reregister */
+    bool rematched;     /* ... and unmatched in the first pass */
+} ts_stage_pair;
+
+/* The model of one direction. */
+typedef struct ts_stage_dir {
+    bool valid;          /* enough trusted pairs that agree */
+    int64_t trusted;     /* pairs trusted by the first pass */
+    int64_t inliers;     /* of those, within the model's window of its median */
+    double offset[2];    /* median of the inliers' (dy, dx) minus (gy, gx) */
+    double spread[2];    /* its 1.4826 MAD */
+    int radius[2];       /* search window half-widths (y, x), px */
+    double overlap;      /* extent - the inliers' median offset along the pair's axis, px */
+} ts_stage_dir;
+
+typedef struct ts_stage_model {
+    ts_stage_dir dir[2];
+} ts_stage_model;
+
+/* What to do with one pair. */
+typedef struct ts_stage_plan {
+    bool redo;           /* re-register inside the window */
+    bool outlying;       /* its measurement lies outside the window */
+    double ey, ex;       /* predicted origin offset (its row's or column's median) */
+} ts_stage_plan;
+
+/* Fits the model to p[0, n) (tiles h x w after orientation) and fills
+ * plan[0, n). A direction without enough agreeing trusted pairs gets no
+ * model (valid false) and none of its pairs is redone. */
+ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts_stage_model *m,
+                             ts_stage_plan *plan, ts_error *err);
+
+/* The strip geometry of re-registration along dir: strips as deep as the
+ * measured overlap plus the window, clipped to the tile (placed per pair
+ * with ts_strip_geometry_at). False when the model leaves no room. */
+bool ts_stage_geometry(const ts_stage_model *m, ts_pair_dir dir, int h, int w, const ts_register_options *opt,
+                       ts_strip_geometry *g);
+
+/* ---- the confined search (reregister.c) ---- */
+
+typedef struct ts_rereg_result {
+    bool searched;       /* the strips had signal and the window a valid shift */
+    double dy, dx;       /* best origin offset b - a in the window (sub-pixel) */
+    double ncc;          /* its NCC */
+    double second;       /* best other local maximum of the window's NCC (-1: none) */
+    double median, spread; /* the window's NCC: median and 1.4826 MAD */
+    bool border;         /* the maximum is on the window's edge: a slope, not a peak */
+    double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
+    double null_max;     /* below min_ncc: the window's best NCC with strip b mirrored along
+                            the shared edge (unrelated content, same texture); else -2 */
+} ts_rereg_result;
+
+/* Searches the window of half-widths (ry, rx) around the prior of
+ * geometry g (ts_strip_geometry_at for the prediction) for tiles a, b
+ * (h x w, row-major); first_dy/dx: the first pass's offset, scored in the
+ * same strips for the choice. r: a registrar of g's strip shape. */
+ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
+                             int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
+                             ts_rereg_result *out, ts_error *err);
+
+/* Whether the window's maximum is a match (a clear peak above the window's
+ * noise, docs/register.md has the measurements), and the result to keep
+ * for a pair: *res (the first pass's) is replaced by the search when it is
+ * accepted and better supported; returns true when replaced. */
+bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc);
+bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, double min_ncc,
+                          ts_register_result *res);
+
+/* Defined in phasecorr.c (they need the registrar's buffers): the strips
+ * pre-filtered as ts_register_strips does (*ha, *hb NULL when a strip is
+ * constant), and its sub-pixel refinement from an integer shift. */
+ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+                               size_t b_stride, const float **ha, const float **hb, ts_error *err);
+void ts_registrar_refine(ts_registrar *r, double *dy, double *dx);
+double ts_registrar_min_ncc(const ts_registrar *r);
+
+/* ---- the pass (stage_pass.c) ---- */
+
+#include "common/pool.h"
+#include "register/tile_cache.h"
+
+typedef struct ts_stage_pass {
+    int h, w;                      /* tiles after orientation */
+    const ts_register_options *reg; /* the first pass's pre-filters and min_ncc */
+    ts_pool *pool;
+    int64_t ntiles;
+    size_t cache_bytes;            /* a cache of its own, this budget */
+    ts_tile_load_fn load;
+    void *load_user;
+} ts_stage_pass;
+
+typedef struct ts_stage_summary {
+    ts_stage_model model;
+    int64_t redone;                /* pairs searched again */
+    int64_t replaced;              /* ... whose result was replaced */
+    int64_t rematched;             /* ... of those, unmatched in the first pass */
+    int64_t tile_reads;            /* tiles decoded again for it */
+} ts_stage_summary;
+
+/* Fits the model to p[0, n), registers its weak, unmatched and outlying
+ * pairs again (on the pool, each pair independent of the schedule: the
+ * result does not depend on the thread count) and replaces p[i].res where
+ * the window search wins (ts_reregister_choose). */
+ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
+                              ts_error *err);
+
+#endif

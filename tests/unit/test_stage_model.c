@@ -1,0 +1,206 @@
+/* The stage model and the confined re-registration (stage_model.h):
+ * - the model's offset, spread, window and overlap from the trusted pairs,
+ *   an outlier, a weak and an unmatched pair planned again, a row's own
+ *   median as its prediction, no model from too few pairs;
+ * - the confined search finds an overlap of 8 px where the nominal one is
+ *   24 (the first pass's strips cut for 24 px miss it) within 0.1 px, and
+ *   within 1 px below min_ncc when the content is faint (NCC 0.2: a clear
+ *   peak, 2.75 times the mirrored strips' best); a blank tile's pair
+ *   (noise only) is never accepted;
+ * - the choice: an unmatched first result is replaced, with a scaled
+ *   confidence; a matched first result at the window's maximum is kept. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "register/register.h"
+#include "register/stage_model.h"
+
+enum { H = 96, W = 128, NOMINAL = 24 };
+/* The faint case: specimen noise blurred by 1 px, 60 grey levels, under
+ * noise of 50 (an NCC of about 0.2 at the match). */
+#define FAINT_NOISE 50.0
+
+static ts_stage_pair right_pair(int line, double dy, double dx, double conf, bool matched) {
+    ts_stage_pair p;
+    memset(&p, 0, sizeof p);
+    p.dir = TS_PAIR_RIGHT;
+    p.line = line;
+    p.res.dy = dy;
+    p.res.dx = dx;
+    p.res.confidence = conf;
+    p.res.ncc = 0.8;
+    p.res.matched = matched;
+    return p;
+}
+
+static void test_model_and_plan(void **state) {
+    (void)state;
+    /* 4 rows of 5 right pairs, origin offsets 104 +- 2 (overlap 24),
+     * row 2 shifted down by 5 px; then an outlier, a weak pair and an
+     * unmatched one in row 0. */
+    ts_stage_pair p[24];
+    int n = 0;
+    static const double jit[5] = {-2, -1, 0, 1, 2};
+    for (int row = 0; row < 4; row++)
+        for (int k = 0; k < 5; k++) p[n++] = right_pair(row, (row == 2 ? 5 : 0) + 0.5 * jit[k], 104 + jit[(k + row) % 5], 0.8, true);
+    const int outlier = n, weak = n + 1, unmatched = n + 2;
+    p[n++] = right_pair(0, 0, 60, 0.9, true);
+    p[n++] = right_pair(0, 0, 104, 0.2, true);
+    p[n++] = right_pair(2, 0, 104, 0, false);
+    ts_stage_model m;
+    ts_stage_plan plan[24];
+    assert_int_equal(ts_stage_model_fit(p, n, H, W, &m, plan, NULL), TS_OK);
+    const ts_stage_dir *d = &m.dir[TS_PAIR_RIGHT];
+    assert_true(d->valid);
+    assert_false(m.dir[TS_PAIR_BELOW].valid); /* no lower pairs */
+    assert_int_equal(d->trusted, 22);         /* the unmatched one is not */
+    assert_int_equal(d->inliers, 21);         /* the outlier is out */
+    assert_true(fabs(d->offset[1] - 104) < 1e-9);
+    assert_true(fabs(d->overlap - NOMINAL) < 1e-9);
+    assert_true(d->spread[1] > 1 && d->spread[1] < 2.5);
+    assert_true(d->radius[1] >= 6 && d->radius[1] <= 12);
+    assert_true(plan[outlier].outlying && plan[outlier].redo);
+    assert_true(plan[weak].redo && !plan[weak].outlying);
+    assert_true(plan[unmatched].redo);
+    /* Row 2's own median, across the axis too. */
+    assert_true(fabs(plan[unmatched].ey - 5) < 1e-9);
+    assert_true(fabs(plan[weak].ey - 0) < 1e-9);
+    /* The strips: as deep as the overlap plus the window. */
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    ts_strip_geometry g;
+    assert_true(ts_stage_geometry(&m, TS_PAIR_RIGHT, H, W, &opt, &g));
+    assert_true(g.sw >= NOMINAL + d->radius[1]);
+    assert_false(ts_stage_geometry(&m, TS_PAIR_BELOW, H, W, &opt, &g));
+
+    /* Too few pairs: no model, nothing redone. */
+    assert_int_equal(ts_stage_model_fit(p, 3, H, W, &m, plan, NULL), TS_OK);
+    assert_false(m.dir[TS_PAIR_RIGHT].valid);
+    for (int i = 0; i < 3; i++) assert_false(plan[i].redo);
+}
+
+/* A deterministic specimen: uniform noise blurred (sigma 1 px), scaled. */
+static float *specimen(int h, int w, unsigned seed, double contrast) {
+    float *img = malloc((size_t)h * (size_t)w * sizeof *img), *tmp = malloc((size_t)h * (size_t)w * sizeof *tmp);
+    for (int i = 0; i < h * w; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        img[i] = (float)(seed >> 8) / (float)(1u << 24);
+    }
+    ts_gaussian_blur(img, h, w, 1.0, tmp);
+    for (int i = 0; i < h * w; i++) img[i] = (float)(100 + contrast * (img[i] - 0.5));
+    free(tmp);
+    return img;
+}
+
+static float *cut(const float *img, int iw, int y0, int x0) {
+    float *t = malloc((size_t)H * W * sizeof *t);
+    for (int y = 0; y < H; y++) memcpy(t + (size_t)y * W, img + (size_t)(y0 + y) * (size_t)iw + x0, W * sizeof *t);
+    return t;
+}
+
+static void add_noise(float *t, unsigned seed, double amp) {
+    for (int i = 0; i < H * W; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] += (float)(amp * ((float)(seed >> 8) / (float)(1u << 24) - 0.5));
+    }
+}
+
+/* Searches the pair (a, b) for a model predicting overlap 24 with window
+ * 18 px along, 4 across. */
+static ts_rereg_result search(const float *a, const float *b, bool have_first, double fdy, double fdx) {
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    opt.background_px = 0;
+    ts_stage_model m;
+    memset(&m, 0, sizeof m);
+    ts_stage_dir *d = &m.dir[TS_PAIR_RIGHT];
+    d->valid = true;
+    d->offset[0] = 0;
+    d->offset[1] = W - NOMINAL;
+    d->radius[0] = 4;
+    d->radius[1] = 18;
+    d->overlap = NOMINAL;
+    ts_strip_geometry base, g;
+    assert_true(ts_stage_geometry(&m, TS_PAIR_RIGHT, H, W, &opt, &base));
+    assert_true(ts_strip_geometry_at(&base, H, W, 0, W - NOMINAL, &g));
+    ts_registrar *r;
+    assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
+    ts_rereg_result x;
+    assert_int_equal(ts_reregister_pair(r, &g, a, b, W, d->radius[0], d->radius[1], have_first, fdy, fdx, &x, NULL), TS_OK);
+    ts_registrar_free(r);
+    return x;
+}
+
+static void test_confined_search(void **state) {
+    (void)state;
+    const int iw = 2 * W;
+    float *img = specimen(H + 8, iw, 7u, 60.0);
+    /* b's origin 120 px right of a's and 2 down: an overlap of 8 px. */
+    float *a = cut(img, iw, 0, 0), *b = cut(img, iw, 2, W - 8);
+    add_noise(a, 1u, 2.0);
+    add_noise(b, 2u, 2.0);
+    ts_rereg_result x = search(a, b, false, 0, 0);
+    assert_true(x.searched);
+    assert_true(fabs(x.dy - 2) < 0.1 && fabs(x.dx - (W - 8)) < 0.1);
+    assert_true(x.ncc > 0.5);
+    assert_true(ts_reregister_accept(&x, 0.25));
+
+    /* The same, the content faint under the noise: below min_ncc, still a
+     * clear peak above the mirrored strips' best. */
+    float *fimg = specimen(H + 8, iw, 7u, 60.0);
+    float *fa = cut(fimg, iw, 0, 0), *fb = cut(fimg, iw, 2, W - 8);
+    add_noise(fa, 3u, FAINT_NOISE);
+    add_noise(fb, 4u, FAINT_NOISE);
+    ts_rereg_result fx = search(fa, fb, false, 0, 0);
+    assert_true(fx.ncc < 0.25 && fx.ncc > 0.12);
+    assert_true(hypot(fx.dy - 2, fx.dx - (W - 8)) < 1.0);
+    assert_true(fx.null_max > -2 && fx.null_max < fx.ncc);
+    assert_true(ts_reregister_accept(&fx, 0.25));
+
+    /* A blank tile: noise only, never a match. */
+    float *blank = calloc((size_t)H * W, sizeof *blank);
+    for (int i = 0; i < H * W; i++) blank[i] = 100;
+    add_noise(blank, 5u, 2.0);
+    ts_rereg_result bx = search(a, blank, false, 0, 0);
+    assert_false(ts_reregister_accept(&bx, 0.25));
+    ts_rereg_result fbx = search(fa, blank, false, 0, 0);
+    assert_false(ts_reregister_accept(&fbx, 0.25));
+
+    /* The choice. An unmatched first result: replaced, confidence scaled. */
+    ts_stage_plan plan = {true, false, 0, W - NOMINAL};
+    ts_register_result res;
+    memset(&res, 0, sizeof res);
+    assert_true(ts_reregister_choose(&plan, &x, 0.25, &res));
+    assert_true(res.matched && fabs(res.dx - (W - 8)) < 0.1);
+    assert_true(res.confidence > 0 && res.confidence <= 0.5 * x.ncc + 1e-12);
+    /* A matched first result at the window's maximum: kept as it was. */
+    ts_register_result first = {2.03, W - 8.02, 0.7, 0.9, -1, 0, false, true};
+    ts_rereg_result same = search(a, b, true, first.dy, first.dx);
+    res = first;
+    assert_false(ts_reregister_choose(&plan, &same, 0.25, &res));
+    assert_memory_equal(&res, &first, sizeof res);
+    /* A matched first result 6 px off (inside the window): the window's
+     * maximum replaces it. */
+    ts_register_result off = {2, W - 14, 0.7, 0.6, -1, 0, false, true};
+    ts_rereg_result x2 = search(a, b, true, off.dy, off.dx);
+    res = off;
+    assert_true(ts_reregister_choose(&plan, &x2, 0.25, &res));
+    assert_true(fabs(res.dx - (W - 8)) < 0.1);
+
+    free(img), free(a), free(b), free(fimg), free(fa), free(fb), free(blank);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_and_plan),
+        cmocka_unit_test(test_confined_search),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
