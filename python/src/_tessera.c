@@ -175,8 +175,8 @@ static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog
         return 0;
     }
     case K_BLEND: {
-        static const char *const n[] = {"edt", "average", NULL};
-        static const int val[] = {TS_BLEND_EDT, TS_BLEND_AVERAGE};
+        static const char *const n[] = {"edt", "average", "label", NULL};
+        static const int val[] = {TS_BLEND_EDT, TS_BLEND_AVERAGE, TS_BLEND_LABEL};
         int x;
         if (set_enum_name(v, f->name, n, val, &x)) return -1;
         *(ts_blend *)dst = (ts_blend)x;

@@ -106,6 +106,13 @@ for well in ("A/1", "B/2"):
         check(a.shape == b.shape and np.array_equal(a, b), f"{well} level {level}: fuse() differs from the CLI")
         if level == "0" and well == "B/2":
             check(tuple(summary["canvas"]) == a.shape[-2:], f"canvas {summary['canvas']} vs array {a.shape}")
+# blend="label": label images, as `tessera fuse --blend label` fuses them (dtype kept)
+tessera.fuse(plate, shifts, path("py_labels.zarr"), format="0.4", blend="label", wells="A/1")
+cli("fuse", plate, path("py.yaml"), "-o", path("cli_labels.zarr"), "--format", "0.4", "--blend", "label",
+    "--wells", "A/1")
+a = zarr.open(path("py_labels.zarr"), mode="r")["A/1/0/0"][...]
+b = zarr.open(path("cli_labels.zarr"), mode="r")["A/1/0/0"][...]
+check(a.dtype == np.uint16 and np.array_equal(a, b), "fuse(blend='label') differs from the CLI's --blend label")
 info = tessera.info(path("py_mosaic.zarr"))
 check(info.get("kind") and "A/1" in str(info.get("wells")), f"info of the mosaic: {info}")
 
