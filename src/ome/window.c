@@ -46,7 +46,6 @@ void ome_window_add(ome_window_acc *a, const void *values, size_t n) {
                 a->vals = grown, a->cap = cap;
             }
             a->vals[a->n++] = v[i];
-            a->count++;
         }
     }
 }
@@ -164,12 +163,8 @@ ts_status ome_window_from_array(const tz_array *arr, int64_t t0, int64_t nt, int
     for (int c = 0; c < nc; c++) has[c] = false;
     if (m->ndim != 5 || nt < 1 || t0 < 0 || t0 + nt > m->shape[0] || m->shape[3] < 1 || m->shape[4] < 1)
         return TS_OK;
+    if (m->dtype != TS_UINT8 && m->dtype != TS_UINT16 && m->dtype != TS_FLOAT32) return TS_OK;
     ome_window_acc a;
-    if (!ome_window_init(&a, m->dtype)) {
-        ome_window_free(&a);
-        return TS_OK;
-    }
-    ome_window_free(&a);
     size_t es = ts_dtype_size(m->dtype);
     void *buf = malloc((size_t)OME_WINDOW_SAMPLE * es);
     if (!buf) return ts_fail(err, TS_ERR_NOMEM, "%s: display window sample", tz_array_path(arr));

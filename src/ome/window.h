@@ -25,8 +25,7 @@ typedef struct ome_window_acc {
     ts_dtype dtype;
     uint64_t *hist;      /* 65536 bins (integer dtypes) */
     float *vals;         /* float32 */
-    size_t n, cap;
-    uint64_t count;      /* non-zero values seen */
+    size_t n, cap;       /* float32 values kept, allocated */
 } ome_window_acc;
 
 /* false: the dtype has no window from data (anything but uint8, uint16,
