@@ -61,6 +61,7 @@ for t in "${targets[@]}"; do
   case $t in
     shifts_yaml) dict=(-dict="$here/yaml.dict") ;;
     zarr_meta | codec_chain | shard_index | ome_meta) dict=(-dict="$here/json.dict") ;;
+    ome_xml) dict=(-dict="$here/xml.dict") ;;
   esac
   log="$work/$t/fuzz.log"
   echo "== fuzz_$t: ${secs} s"
