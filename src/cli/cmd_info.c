@@ -97,6 +97,17 @@ static void print_image(json_t *img, const char *indent) {
         print_codecs(json_object_get(v, "codecs"));
         printf("\n");
     }
+    json_t *labels = json_object_get(img, "labels");
+    if (json_array_size(labels) == 0) return;
+    printf("%slabels:", indent);
+    json_array_foreach(labels, i, v) {
+        json_t *dt = json_object_get(v, "dtype");
+        printf("%s %s", i ? "," : "", json_string_value(json_object_get(v, "name")));
+        if (dt) printf(" (%s, %" JSON_INTEGER_FORMAT " levels)", json_string_value(dt),
+                       json_integer_value(json_object_get(v, "levels")));
+        else printf(" (ERROR %s)", json_string_value(json_object_get(v, "error")));
+    }
+    printf("\n");
 }
 
 static void print_text(json_t *root, bool all_wells) {

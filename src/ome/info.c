@@ -142,6 +142,28 @@ static json_t *image_desc(const char *image_path, json_t *out) {
         json_array_append_new(levels, lv);
     }
     json_object_set_new(out, "levels", levels);
+    /* Its NGFF label images (labels/<name>): name, dtype, levels. */
+    char names[TS_MAX_LABEL_IMAGES][TS_LABEL_NAME_MAX];
+    int nl = 0;
+    json_t *labels = json_array();
+    if (ts_labels_list(image_path, names, TS_MAX_LABEL_IMAGES, &nl, &err) != TS_OK)
+        json_object_set_new(out, "labels_error", json_string(err.message));
+    for (int k = 0; k < nl; k++) {
+        char lp[4400];
+        snprintf(lp, sizeof lp, "%s/labels/%s", image_path, names[k]);
+        json_t *lo = json_pack("{s:s}", "name", names[k]);
+        ts_image_meta lm;
+        tz_array *arr = NULL;
+        if (ts_image_read_meta(lp, NULL, &lm, &err) == TS_OK && ts_image_open_array(lp, &lm, 0, &arr, &err) == TS_OK) {
+            json_object_set_new(lo, "dtype", json_string(ts_dtype_name(tz_array_get_meta(arr)->dtype)));
+            json_object_set_new(lo, "levels", json_integer(lm.nlevels));
+            tz_array_close(arr);
+        } else {
+            json_object_set_new(lo, "error", json_string(err.message));
+        }
+        json_array_append_new(labels, lo);
+    }
+    json_object_set_new(out, "labels", labels);
     return out;
 }
 
@@ -230,6 +252,15 @@ static json_t *errors_of(json_t *root) {
         e = json_object_get(lv, "error");
         if (json_is_string(e))
             json_array_append_new(errors, json_sprintf("level %s: %s", json_string_value(json_object_get(lv, "path")),
+                                                       json_string_value(e)));
+    }
+    e = json_object_get(img, "labels_error");
+    if (json_is_string(e)) json_array_append(errors, e);
+    json_array_foreach(json_object_get(img, "labels"), i, lv) {
+        e = json_object_get(lv, "error");
+        if (json_is_string(e))
+            json_array_append_new(errors, json_sprintf("label image %s: %s",
+                                                       json_string_value(json_object_get(lv, "name")),
                                                        json_string_value(e)));
     }
     /* A well the plate lists whose group is not on disk: estimate and fuse

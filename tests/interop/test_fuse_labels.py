@@ -319,7 +319,11 @@ def main():
             if fmt == "0.5":
                 check(validate("image", attrs_of(image), fmt), "0.5: image fails image.schema")
             R.validate_ngff(out, ["A/1"], fmt)
-            # `info` and `verify` read the store with labels inside the image.
+            # `info` lists the label image; `verify` reads it with the rest.
+            p = run("info", out, "--json", ok=False)
+            info = json.loads(p.stdout) if p.returncode == 0 else {}
+            check(info.get("image", {}).get("labels") == [{"name": "cells", "dtype": "int32", "levels": 3}],
+                  "%s: info's labels: %s" % (fmt, info.get("image", {}).get("labels")))
             p = run("verify", out, ok=False)
             check(p.returncode == 0, "%s: verify: %s %s" % (fmt, p.stdout[-300:], p.stderr[-300:]))
 
