@@ -7,7 +7,6 @@
 #include "shifts/shifts.h"
 #include "shifts/shifts_internal.h"
 #include "shifts/yaml_guard.h"
-#include "shifts/yaml_pipe.h"
 #include "common/name_index.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -36,7 +35,6 @@ typedef struct pending {
 
 typedef struct reader {
     yaml_parser_t parser;
-    ts_yaml_pipe *pipe; /* the parser on its own thread; NULL: parse here */
     yaml_event_t ev; /* the current event */
     bool have_event;
     ts_yaml_guard guard; /* depth cap and repeated keys, on every event */
@@ -86,21 +84,12 @@ static ts_status fail_at(reader *r, const char *fmt, ...) {
 static ts_status next(reader *r) {
     if (r->have_event) yaml_event_delete(&r->ev);
     r->have_event = false;
-    const char *problem = NULL, *context = NULL;
-    yaml_mark_t mark;
-    int parsed;
-    if (r->pipe) {
-        parsed = ts_yaml_pipe_next(r->pipe, &r->ev, &problem, &context, &mark);
-    } else {
-        parsed = yaml_parser_parse(&r->parser, &r->ev);
-        problem = r->parser.problem;
-        context = r->parser.context;
-        mark = r->parser.problem_mark;
-    }
-    if (!parsed) {
+    if (!yaml_parser_parse(&r->parser, &r->ev)) {
+        const yaml_mark_t *m = &r->parser.problem_mark;
         return ts_fail(r->err, TS_ERR_FORMAT, "%s:%lu:%lu: malformed YAML: %s%s%s", r->path,
-                       (unsigned long)mark.line + 1, (unsigned long)mark.column + 1, problem ? problem : "syntax error",
-                       context ? " " : "", context ? context : "");
+                       (unsigned long)m->line + 1, (unsigned long)m->column + 1,
+                       r->parser.problem ? r->parser.problem : "syntax error",
+                       r->parser.context ? " " : "", r->parser.context ? r->parser.context : "");
     }
     r->have_event = true;
     if (r->ev.type == YAML_ALIAS_EVENT) return fail_at(r, "YAML aliases are not supported in a shifts file");
@@ -722,14 +711,12 @@ ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
     /* A large stdio buffer: libyaml reads in small pieces. */
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     yaml_parser_set_input_file(&r.parser, f);
-    r.pipe = ts_yaml_pipe_start(&r.parser);
     bool has_translation = false;
     ts_status st = read_root(&r, &has_translation);
     if (!st && !has_translation)
         st = ts_fail(err, TS_ERR_FORMAT, "%s: no total_translation key (not a shifts file?)", path);
     if (!st) st = apply_pending(&r);
     if (r.have_event) yaml_event_delete(&r.ev);
-    ts_yaml_pipe_stop(r.pipe); /* before the parser and the file go */
     yaml_parser_delete(&r.parser);
     ts_yaml_guard_free(&r.guard);
     if (ferror(f) && !st) st = ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
