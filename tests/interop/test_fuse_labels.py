@@ -324,6 +324,14 @@ def main():
             info = json.loads(p.stdout) if p.returncode == 0 else {}
             check(info.get("image", {}).get("labels") == [{"name": "cells", "dtype": "int32", "levels": 3}],
                   "%s: info's labels: %s" % (fmt, info.get("image", {}).get("labels")))
+            broken = os.path.join(tmp, "broken%s.zarr" % fmt)
+            shutil.copytree(out, broken)
+            meta = os.path.join(broken, "A", "1", "0", "labels", "cells", "zarr.json" if fmt == "0.5" else ".zattrs")
+            with open(meta, "w") as f:
+                f.write("{")
+            p = run("info", broken, ok=False)
+            check(p.returncode == 1 and "label image cells" in p.stderr and meta.split(tmp)[1][1:] in p.stdout + p.stderr,
+                  "%s: info of a broken label image: exit %d, %s" % (fmt, p.returncode, p.stderr.strip()))
             p = run("verify", out, ok=False)
             check(p.returncode == 0, "%s: verify: %s %s" % (fmt, p.stdout[-300:], p.stderr[-300:]))
 
