@@ -101,9 +101,11 @@ def multiscales(ndim_axes):
                  {"type": "scale", "scale": [scale[a] for a in ndim_axes]}]}]}]
 
 
-def write_plate(path, kind, seed):
+def write_plate(path, kind, seed, dtype=np.uint32, orientation=(False, False, 0)):
     """kind 'with-labels': uint16 images + labels/cells (int32, consistent);
-    kind 'label-plate': the images are uint32 labels, different per tile.
+    kind 'label-plate': the images are labels of dtype (uint32, uint16),
+    different per tile, stored as a camera would under orientation (the
+    returned tiles are oriented).
     Returns (names, origins, label tiles, truth or None)."""
     import zarr
     from numcodecs import Zstd
@@ -147,11 +149,14 @@ def write_plate(path, kind, seed):
                 tiles.append(cut.copy())
             else:
                 # Each tile its own ids (the tile chosen shows), a hole of
-                # background, and values up to 2^32 - 1.
-                t = np.where(cut > 0, cut.astype(np.uint32) + np.uint32(1000 * (i + 1)), 0).astype(np.uint32)
+                # background, and the dtype's largest value.
+                base = 20_000_000 if dtype == np.uint32 else 0
+                t = np.where(cut > 0, (cut.astype(np.int64) - 20_000_000) + base + 1 + 1000 * (i + 1), 0)
+                t = t.astype(dtype)
                 t[5:9, 20:30] = 0
-                t[0, 0] = 4294967295
-                img.create_dataset("0", data=t[None, None, None], chunks=(1, 1, 1, th, tw),
+                t[0, 0] = np.iinfo(dtype).max
+                raw = np.ascontiguousarray(R.unorient(t, *orientation))
+                img.create_dataset("0", data=raw[None, None, None], chunks=(1, 1, 1) + raw.shape,
                                    compressor=Zstd(level=1))
                 write_group(img, {"multiscales": multiscales("tczyx"), "image-label": {"version": "0.4"}})
                 tiles.append(t)
@@ -346,7 +351,7 @@ def main():
         # The chosen tiles differ across the mosaic (ids 1000 * (tile + 1)
         # apart) and the background holes show: the rule is observable.
         ids = ref[(ref > 0) & (ref < 2 ** 31)].astype(np.int64)
-        chosen = set(((ids - 20_000_000) // 1000).tolist())
+        chosen = set(((ids - 20_000_000 - 1) // 1000).tolist())
         check(len(chosen) == len(tiles), "reference: every tile should win somewhere (%s)" % sorted(chosen))
         for fmt in ("0.4", "0.5"):
             out = os.path.join(tmp, "b%s.zarr" % fmt)
@@ -365,6 +370,21 @@ def main():
         run("fuse", plate2, sh2, "-o", out, "--format", "0.5", "--levels", "3", "--chunk", "8", "--threads", "1")
         check(tree_digest(out) == tree_digest(os.path.join(tmp, "b0.5.zarr")),
               "a plate of image-label images without --blend label: not fused as labels")
+
+        # uint16 labels (blended straight from the decoded tile when rows
+        # run forward) and stored rotated and flipped (oriented copies).
+        for orientation, flags in (((False, False, 0), []), ((True, False, 0), ["--flipud"]),
+                                   ((True, False, 1), ["--flipud", "--rot90", "1"]),
+                                   ((False, True, 2), ["--fliplr", "--rot90", "2"])):
+            plate3 = os.path.join(tmp, "u16_%d%d%d.zarr" % orientation)
+            names, origins, tiles, _ = write_plate(plate3, "label-plate", 13, np.uint16, orientation)
+            sh3 = os.path.join(tmp, "c.yaml")
+            placed = write_shifts(sh3, names, origins, order)
+            ref = label_reference([tiles[i] for i in order], placed, np.uint16)
+            allowed = set(np.unique(np.concatenate([t.ravel() for t in tiles])).tolist())
+            out = os.path.join(tmp, "c_%d%d%d.zarr" % orientation)
+            run("fuse", plate3, sh3, "-o", out, "--format", "0.4", "--levels", "2", "--chunk", "8", *flags)
+            check_levels("uint16 %s" % (orientation,), os.path.join(out, "A", "1", "0"), ref, 2, np.uint16, allowed)
 
         # ---- refusals
         # A field without the label image the well's first field lists, and
