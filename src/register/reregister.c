@@ -22,9 +22,10 @@
 /* Acceptance of a window maximum below min_ncc (docs/register.md, "Stage
  * model", has the measurements): at least ACCEPT_NULL times what strip b
  * mirrored reaches in the same window (pairs with a blank tile reached
- * 0.6-1.5 times it off the window's edge, 2.4 on it), at most ACCEPT_SECOND
- * of it for the best other local maximum, never on the window's edge, and
- * at least ACCEPT_FLOOR (blank pairs' maxima: 0.03-0.17). */
+ * 0.4-1.7 times it off the window's edge, up to 3.1 on it), at most
+ * ACCEPT_SECOND of it for the best other local maximum, never on the
+ * window's edge, and at least ACCEPT_FLOOR (blank pairs' maxima:
+ * 0.05-0.16). */
 #define ACCEPT_FLOOR 0.12
 #define ACCEPT_NULL 2.5
 #define ACCEPT_SECOND 0.7
