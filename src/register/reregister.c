@@ -13,9 +13,9 @@
 #include "common/error.h"
 #include "register/estimate_internal.h"
 
-/* Pixel operations one search may spend (window shifts x overlap area):
- * beyond, the window is sampled every few px and the best sample climbed. */
-#define SEARCH_BUDGET 3e8
+/* Pixel operations one search may spend at full resolution (window shifts
+ * x strip area): beyond, the window is searched on block means first. */
+#define SEARCH_BUDGET 2e7
 /* The shortest overlap (px) along either axis a shift may leave. */
 #define MIN_SIDE 4
 
@@ -64,12 +64,49 @@ static double ncc_at(const float *a, const float *b, int h, int w, int sy, int s
     return cov / sqrt(va * vb);
 }
 
+/* Block means of f x f (the last partial blocks dropped). */
+static void block_means(const float *src, int h, int w, int f, float *dst, int dh, int dw) {
+    const float k = 1.0f / (float)(f * f);
+    for (int y = 0; y < dh; y++)
+        for (int x = 0; x < dw; x++) {
+            float sum = 0;
+            for (int i = 0; i < f; i++)
+                for (int j = 0; j < f; j++) sum += src[(size_t)(y * f + i) * (size_t)w + (size_t)(x * f + j)];
+            dst[(size_t)y * (size_t)dw + (size_t)x] = sum * k;
+        }
+    (void)h;
+}
+
+/* The window's samples: NCC of the (level) strips at every shift of the
+ * grid, its best cell, the best other local maximum, whether the best is on
+ * the edge, and the median and spread. */
+typedef struct window_grid {
+    int ny, nx, cy, cx; /* cells; the centre shift at this level */
+    double *v;          /* ny * nx; -2 where the overlap is too thin */
+    int bi, bj;         /* best cell, -1 if none */
+} window_grid;
+
+static int64_t scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, double *vals) {
+    int64_t nv = 0;
+    gr->bi = gr->bj = -1;
+    for (int i = 0; i < gr->ny; i++)
+        for (int j = 0; j < gr->nx; j++) {
+            double v = ncc_at(a, b, h, w, gr->cy + i - gr->ny / 2, gr->cx + j - gr->nx / 2);
+            gr->v[(size_t)i * (size_t)gr->nx + (size_t)j] = v;
+            if (v <= -2) continue;
+            vals[nv++] = v;
+            if (gr->bi < 0 || v > gr->v[(size_t)gr->bi * (size_t)gr->nx + (size_t)gr->bj]) gr->bi = i, gr->bj = j;
+        }
+    return nv;
+}
+
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
                              int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
                              ts_rereg_result *out, ts_error *err) {
     memset(out, 0, sizeof *out);
     out->second = -1;
     out->ncc_first = -2;
+    out->null_max = -2;
     const int sh = g->sh, sw = g->sw;
     if (ts_registrar_height(r) != sh || ts_registrar_width(r) != sw)
         return ts_fail(err, TS_ERR_INTERNAL, "registrar is %dx%d but the strips are %dx%d", ts_registrar_height(r),
@@ -79,93 +116,105 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
                                         b + (size_t)g->b_y0 * (size_t)w + (size_t)g->b_x0, (size_t)w, &ha, &hb, err);
     if (st != TS_OK || !ha) return st; /* a constant strip: nothing found */
     const int cy = (int)lround(g->prior_dy), cx = (int)lround(g->prior_dx);
-    /* Sampling step: the whole window at 1 px when it is affordable. */
-    int step = 1;
-    while ((double)(2 * ry / step + 1) * (double)(2 * rx / step + 1) * (double)sh * (double)sw > SEARCH_BUDGET &&
-           step < 64)
-        step++;
-    const int ny = 2 * (ry / step) + 1, nx = 2 * (rx / step) + 1;
-    out->null_max = -2;
-    double *grid = malloc((size_t)ny * (size_t)nx * sizeof *grid);
-    double *vals = malloc((size_t)ny * (size_t)nx * 2 * sizeof *vals);
-    if (!grid || !vals) {
-        free(grid), free(vals);
-        return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d search window", ny, nx);
+    /* The level: the whole window at full resolution when affordable, else
+     * on f x f block means (a cost f^4 lower), then at full resolution
+     * around the level's best local maxima. */
+    int f = 1;
+    while (f < 8 && (double)(2 * ry / f + 1) * (double)(2 * rx / f + 1) * (double)(sh / f) * (double)(sw / f) >
+                        SEARCH_BUDGET)
+        f *= 2;
+    while (f > 1 && (sh / f < 2 * MIN_SIDE || sw / f < 2 * MIN_SIDE)) f /= 2;
+    const int lh = sh / f, lw = sw / f;
+    window_grid gr = {2 * (ry / f) + 1, 2 * (rx / f) + 1, (int)lround(g->prior_dy / f), (int)lround(g->prior_dx / f),
+                      NULL, -1, -1};
+    const size_t cells = (size_t)gr.ny * (size_t)gr.nx;
+    gr.v = malloc(cells * sizeof *gr.v);
+    double *vals = malloc(cells * 2 * sizeof *vals);
+    float *la = f > 1 ? malloc((size_t)lh * (size_t)lw * sizeof *la) : NULL;
+    float *lb = f > 1 ? malloc((size_t)lh * (size_t)lw * sizeof *lb) : NULL;
+    float *flip = malloc((size_t)lh * (size_t)lw * sizeof *flip);
+    if (!gr.v || !vals || (f > 1 && (!la || !lb)) || !flip) {
+        free(gr.v), free(vals), free(la), free(lb), free(flip);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d search window", gr.ny, gr.nx);
     }
-    int bi = -1, bj = -1;
-    int64_t nv = 0;
-    for (int i = 0; i < ny; i++)
-        for (int j = 0; j < nx; j++) {
-            int sy = cy + (i - ny / 2) * step, sx = cx + (j - nx / 2) * step;
-            double v = ncc_at(ha, hb, sh, sw, sy, sx);
-            grid[(size_t)i * (size_t)nx + (size_t)j] = v;
-            if (v <= -2) continue;
-            vals[nv++] = v;
-            if (bi < 0 || v > grid[(size_t)bi * (size_t)nx + (size_t)bj]) bi = i, bj = j;
-        }
-    if (bi < 0) {
-        free(grid), free(vals);
+    if (f > 1) {
+        block_means(ha, sh, sw, f, la, lh, lw);
+        block_means(hb, sh, sw, f, lb, lh, lw);
+    }
+    const float *ea = f > 1 ? la : ha, *eb = f > 1 ? lb : hb;
+    int64_t nv = scan_grid(&gr, ea, eb, lh, lw, vals);
+    if (gr.bi < 0) {
+        free(gr.v), free(vals), free(la), free(lb), free(flip);
         return TS_OK; /* the window leaves no overlap */
     }
-    /* The best other local maximum (3x3 on the samples), away from the
-     * best's own neighbourhood: a true match is one peak, noise many. */
-    for (int i = 0; i < ny; i++)
-        for (int j = 0; j < nx; j++) {
-            double v = grid[(size_t)i * (size_t)nx + (size_t)j];
-            if (v <= -2 || (abs(i - bi) <= 1 && abs(j - bj) <= 1)) continue;
+#define CELL(i, j) gr.v[(size_t)(i) * (size_t)gr.nx + (size_t)(j)]
+    /* Local maxima (3x3) of the level: the best, the next best away from
+     * the best's neighbourhood (a true match is one peak, noise many), and
+     * up to three to refine at full resolution. */
+    int top[3][2] = {{gr.bi, gr.bj}, {-1, -1}, {-1, -1}};
+    double topv[3] = {CELL(gr.bi, gr.bj), -3, -3};
+    for (int i = 0; i < gr.ny; i++)
+        for (int j = 0; j < gr.nx; j++) {
+            double v = CELL(i, j);
+            if (v <= -2 || (i == gr.bi && j == gr.bj)) continue;
             bool is_max = true;
             for (int di = -1; di <= 1 && is_max; di++)
                 for (int dj = -1; dj <= 1; dj++) {
                     int ii = i + di, jj = j + dj;
-                    if ((!di && !dj) || ii < 0 || jj < 0 || ii >= ny || jj >= nx) continue;
-                    if (grid[(size_t)ii * (size_t)nx + (size_t)jj] > v) { is_max = false; break; }
+                    if ((!di && !dj) || ii < 0 || jj < 0 || ii >= gr.ny || jj >= gr.nx) continue;
+                    if (CELL(ii, jj) > v) { is_max = false; break; }
                 }
-            if (is_max && v > out->second) out->second = v;
+            if (!is_max) continue;
+            if ((abs(i - gr.bi) > 1 || abs(j - gr.bj) > 1) && v > out->second) out->second = v;
+            for (int k = 1; k < 3; k++)
+                if (v > topv[k]) {
+                    for (int m = 2; m > k; m--) topv[m] = topv[m - 1], top[m][0] = top[m - 1][0], top[m][1] = top[m - 1][1];
+                    topv[k] = v, top[k][0] = i, top[k][1] = j;
+                    break;
+                }
         }
     /* On the edge: the window cuts a slope (or a peak beyond it) short. */
-    bool border = bi == 0 || bj == 0 || bi == ny - 1 || bj == nx - 1;
+    bool border = gr.bi == 0 || gr.bj == 0 || gr.bi == gr.ny - 1 || gr.bj == gr.nx - 1;
     for (int di = -1; di <= 1 && !border; di++)
         for (int dj = -1; dj <= 1; dj++)
-            if (grid[(size_t)(bi + di) * (size_t)nx + (size_t)(bj + dj)] <= -2) border = true;
+            if (CELL(gr.bi + di, gr.bj + dj) <= -2) border = true;
     out->border = border;
+    out->search_best = topv[0];
     ts_qc_median_spread(vals, nv, vals + nv, &out->median, &out->spread);
-    /* Climb to the 1-px maximum between the samples. */
-    int by = cy + (bi - ny / 2) * step, bx = cx + (bj - nx / 2) * step;
-    double best = grid[(size_t)bi * (size_t)nx + (size_t)bj];
-    for (int it = 0; step > 1 && it < 4 * step; it++) {
-        int my = by, mx = bx;
-        for (int dy = -1; dy <= 1; dy++)
-            for (int dx = -1; dx <= 1; dx++) {
-                int sy = by + dy, sx = bx + dx;
-                if (abs(sy - cy) > ry || abs(sx - cx) > rx) continue;
-                double v = ncc_at(ha, hb, sh, sw, sy, sx);
-                if (v > best) best = v, my = sy, mx = sx;
-            }
-        if (my == by && mx == bx) break;
-        by = my, bx = mx;
-    }
     /* Below min_ncc the maximum must clear what unrelated content of the
      * same texture reaches in the same window: strip b mirrored along the
      * shared edge (same statistics, no alignment) searched alike. */
-    if (best < ts_registrar_min_ncc(r)) {
-        float *flip = malloc((size_t)sh * (size_t)sw * sizeof *flip);
-        if (!flip) {
-            free(grid), free(vals);
-            return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d strip", sh, sw);
-        }
-        const bool tall = sh >= sw;
-        for (int y = 0; y < sh; y++)
-            for (int x = 0; x < sw; x++)
-                flip[(size_t)y * (size_t)sw + (size_t)x] =
-                    tall ? hb[(size_t)(sh - 1 - y) * (size_t)sw + (size_t)x] : hb[(size_t)y * (size_t)sw + (size_t)(sw - 1 - x)];
-        for (int i = 0; i < ny; i++)
-            for (int j = 0; j < nx; j++) {
-                double v = ncc_at(ha, flip, sh, sw, cy + (i - ny / 2) * step, cx + (j - nx / 2) * step);
+    if (topv[0] < ts_registrar_min_ncc(r)) {
+        const bool tall = lh >= lw;
+        for (int y = 0; y < lh; y++)
+            for (int x = 0; x < lw; x++)
+                flip[(size_t)y * (size_t)lw + (size_t)x] =
+                    tall ? eb[(size_t)(lh - 1 - y) * (size_t)lw + (size_t)x] : eb[(size_t)y * (size_t)lw + (size_t)(lw - 1 - x)];
+        for (int i = 0; i < gr.ny; i++)
+            for (int j = 0; j < gr.nx; j++) {
+                double v = ncc_at(ea, flip, lh, lw, gr.cy + i - gr.ny / 2, gr.cx + j - gr.nx / 2);
                 if (v > out->null_max) out->null_max = v;
             }
-        free(flip);
     }
-    free(grid), free(vals);
+    /* The full-resolution maximum: the level's best cell (and, on block
+     * means, the next two local maxima) searched +-f px at 1 px. */
+    int by = 0, bx = 0;
+    double best = -3;
+    for (int k = 0; k < (f > 1 ? 3 : 1); k++) {
+        if (top[k][0] < 0) continue;
+        const int sy0 = (gr.cy + top[k][0] - gr.ny / 2) * f, sx0 = (gr.cx + top[k][1] - gr.nx / 2) * f;
+        for (int dy = -(f - 1); dy <= f - 1; dy++)
+            for (int dx = -(f - 1); dx <= f - 1; dx++) {
+                int sy = sy0 + dy, sx = sx0 + dx;
+                if (abs(sy - cy) > ry || abs(sx - cx) > rx) continue;
+                double v = f > 1 || dy || dx ? ncc_at(ha, hb, sh, sw, sy, sx) : topv[0];
+                if (v > best) best = v, by = sy, bx = sx;
+            }
+    }
+#undef CELL
+    free(gr.v), free(vals), free(la), free(lb), free(flip);
+    if (!(best > -2)) return TS_OK;
+    if (f > 1 && (abs(by - cy) == ry || abs(bx - cx) == rx)) out->border = true;
     if (have_first) {
         int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
         out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx);
@@ -185,7 +234,8 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
     if (!x->searched || x->border || !isfinite(x->dy) || !isfinite(x->dx)) return false;
     if (x->ncc >= min_ncc) return true;
-    return x->ncc >= ACCEPT_FLOOR && x->ncc >= ACCEPT_NULL * x->null_max && x->second <= ACCEPT_SECOND * x->ncc;
+    return x->ncc >= ACCEPT_FLOOR && x->search_best >= ACCEPT_NULL * x->null_max &&
+           x->second <= ACCEPT_SECOND * x->search_best;
 }
 
 bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, double min_ncc,

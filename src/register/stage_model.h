@@ -72,12 +72,14 @@ typedef struct ts_rereg_result {
     bool searched;       /* the strips had signal and the window a valid shift */
     double dy, dx;       /* best origin offset b - a in the window (sub-pixel) */
     double ncc;          /* its NCC */
-    double second;       /* best other local maximum of the window's NCC (-1: none) */
+    double search_best;  /* the best NCC of the window's samples (on block means
+                            when the window was searched on them; else = ncc) */
+    double second;       /* best other local maximum of the samples (-1: none) */
     double median, spread; /* the window's NCC: median and 1.4826 MAD */
     bool border;         /* the maximum is on the window's edge: a slope, not a peak */
     double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
-    double null_max;     /* below min_ncc: the window's best NCC with strip b mirrored along
-                            the shared edge (unrelated content, same texture); else -2 */
+    double null_max;     /* below min_ncc: the samples' best NCC with strip b mirrored
+                            along the shared edge (unrelated content, same texture); else -2 */
 } ts_rereg_result;
 
 /* Searches the window of half-widths (ry, rx) around the prior of
