@@ -188,9 +188,12 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
      * (NESDIS) gives the least fill (lnz 4.5M vs 5.7M for AMD, 4.8M for
      * METIS_NodeND) and the cheapest numeric factorisations (0.31 CPU s vs
      * 0.52 with AMD), but takes 0.63 s to compute against 0.05 for AMD. So
-     * the first factorisation (all L2 needs) uses AMD, and the nested
-     * dissection for IRLS' refactorisations is computed meanwhile on a
-     * second core (ts_laplacian_prepare_refactor). The simplicial
+     * for IRLS the first factorisation uses AMD, and the nested dissection
+     * for the refactorisations is computed meanwhile on a second core
+     * (ts_laplacian_prepare_refactor). L2 factorises once, with nested
+     * dissection: AMD would be faster (0.5 s for both), but its rounding
+     * differs and moved a tile at 267257.5 px (to 1e-7) to the other
+     * integer on the benchmark plate. The simplicial
      * factorisation beats the supernodal one with the reference BLAS Debian
      * links CHOLMOD to (0.3-0.45 s vs 0.6-0.85 s per numeric factorisation).
      * Small systems: CHOLMOD's default (AMD), everything on one thread. */
@@ -234,10 +237,11 @@ ts_status ts_laplacian_create(int ntiles, const int *unknown, int nedges, const 
         }
     }
 
-    /* Symbolic analysis once (large systems: once more for the
-     * refactorisations): ordering and elimination structure. */
-    lap->L = cholmod_analyze(lap->A, &lap->c);
-    if (!lap->L) {
+    /* Symbolic analysis once: ordering and elimination structure. Large
+     * systems: at the first solve (nested dissection), or for IRLS in
+     * ts_laplacian_prepare_refactor (AMD, and nested dissection beside). */
+    if (!lap->large) lap->L = cholmod_analyze(lap->A, &lap->c);
+    if (!lap->large && !lap->L) {
         ts_laplacian_free(lap);
         return ts_fail(err, TS_ERR_NUMERIC, "solve: CHOLMOD analysis failed (status %d)", lap->c.status);
     }
@@ -257,7 +261,9 @@ static void *nd_main(void *arg) {
 void ts_laplacian_set_no_split(ts_laplacian *lap, bool no_split) { lap->no_split = no_split; }
 
 void ts_laplacian_prepare_refactor(ts_laplacian *lap) {
-    if (!lap->large || lap->started_nd || lap->nd_joined) return;
+    if (!lap->large || lap->started_nd || lap->nd_joined || lap->L) return;
+    lap->L = cholmod_analyze(lap->A, &lap->c); /* AMD (NULL: the first solve analyses and reports) */
+    if (!lap->L) return;
     cholmod_start(&lap->c_nd);
     lap->started_nd = true;
     lap->c_nd.print = 0;
@@ -610,6 +616,11 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
     if (n == 0) {
         for (int i = 0; i < lap->ntiles; i++) pos[i][0] = fixed ? fixed[i][0] : 0, pos[i][1] = fixed ? fixed[i][1] : 0;
         return TS_OK;
+    }
+    if (!lap->L) { /* a large system solved once (L2): nested dissection only */
+        lap->c.method[0].ordering = CHOLMOD_NESDIS;
+        lap->L = cholmod_analyze(lap->A, &lap->c);
+        if (!lap->L) return ts_fail(err, TS_ERR_NUMERIC, "solve: CHOLMOD analysis failed (status %d)", lap->c.status);
     }
     double *Ax = lap->A->x, *Bx = lap->B->x;
     memset(Ax, 0, (size_t)((int *)lap->A->p)[n] * sizeof(double));

@@ -35,8 +35,9 @@ ts_status ts_laplacian_solve(ts_laplacian *lap, const double *w, const double (*
 /* Tells the system that it will be refactorised (IRLS): a large one then
  * computes, on a second thread, the nested-dissection analysis that the
  * refactorisations use (the first factorisation uses AMD's, ready at
- * once). Without this call (L2) only AMD's is computed. The results do not
- * depend on the thread's timing. */
+ * once). Without this call (L2) the first solve computes the nested
+ * dissection and uses it. The results do not depend on the thread's
+ * timing. */
 void ts_laplacian_prepare_refactor(ts_laplacian *lap);
 
 /* Large systems factorise on two threads, rows of disjoint subtrees of the

@@ -7,8 +7,8 @@
  *     factorisation and refactorisation alike;
  *   - CG preconditioned by the previous factorisation (a few weights
  *     changed) equals a direct solve with the new weights to TOL_PX;
- *   - refactorising with the nested dissection computed on the second
- *     thread equals a direct solve (AMD) to TOL_PX.
+ *   - IRLS' scheme (AMD first, then the nested dissection computed on the
+ *     second thread) equals direct solves (nested dissection) to TOL_PX.
  * TOL_PX is 1e-12 of the plate's extent (170 x 1000 px): two direct solves
  * that differ only in the ordering already differ by ~3e-8 px here. */
 #include <setjmp.h>
@@ -89,7 +89,8 @@ static void free_grid(grid *g) {
     free(g->fixed);
 }
 
-/* A direct solve with weights w on a fresh system (cholmod_factorize). */
+/* A direct solve with weights w on a fresh system (nested dissection,
+ * cholmod_factorize). */
 static void direct(const grid *g, const double *w, double (*pos)[2]) {
     ts_laplacian *lap;
     ts_error err;
