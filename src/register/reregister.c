@@ -34,7 +34,8 @@
 #define REPLACE_MARGIN 0.0
 /* The confidence a window result is given: its NCC scaled by this (the
  * window, not the images, ruled out the rivals beyond it; the NCC surface
- * of smooth content is too flat inside it for a rival-based measure). */
+ * of smooth content is too flat inside it for a rival-based measure), and
+ * for a pair matched in the first pass at most its first confidence. */
 #define REREG_CONF_SCALE 0.5
 
 /* NCC of b[y][x] against a[y + sy][x + sx] over their overlap (as
@@ -251,12 +252,16 @@ bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, d
             return false;
     }
     (void)plan;
+    /* A matched pair keeps at most its first confidence: inside the window
+     * the first pass's rivals (a periodic specimen's) are still there. */
+    double conf = REREG_CONF_SCALE * (x->ncc < 1 ? x->ncc : 1);
+    if (res->matched && res->confidence < conf) conf = res->confidence;
     memset(res, 0, sizeof *res);
     res->dy = x->dy;
     res->dx = x->dx;
     res->ncc = x->ncc;
     res->ncc_second = x->second;
-    res->confidence = REREG_CONF_SCALE * (x->ncc < 1 ? x->ncc : 1);
+    res->confidence = conf;
     res->matched = true;
     return true;
 }

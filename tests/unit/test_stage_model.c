@@ -8,7 +8,8 @@
  *   peak, 2.75 times the mirrored strips' best); a blank tile's pair
  *   (noise only) is never accepted;
  * - the choice: an unmatched first result is replaced, with a scaled
- *   confidence; a matched first result at the window's maximum is kept. */
+ *   confidence; a matched first result at the window's maximum is kept, one
+ *   6 px off replaced, with no more than its first confidence. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,11 +189,12 @@ static void test_confined_search(void **state) {
     assert_memory_equal(&res, &first, sizeof res);
     /* A matched first result 6 px off (inside the window): the window's
      * maximum replaces it. */
-    ts_register_result off = {2, W - 14, 0.7, 0.6, -1, 0, false, true};
+    ts_register_result off = {2, W - 14, 0.2, 0.6, -1, 0, false, true};
     ts_rereg_result x2 = search(a, b, true, off.dy, off.dx);
     res = off;
     assert_true(ts_reregister_choose(&plan, &x2, 0.25, &res));
     assert_true(fabs(res.dx - (W - 8)) < 0.1);
+    assert_true(res.confidence <= off.confidence); /* no more than the first pass said */
 
     free(img), free(a), free(b), free(fimg), free(fa), free(fb), free(blank);
 }
