@@ -2,7 +2,9 @@
 # Global solve on a full plate: a 409 x 409 grid (167,281 tiles, 333,744
 # pairs, 0.3 px noise, 2% wrong pairs off by 50-200 px). tessera's L2 and L1
 # (in-process, and `tessera solve` end to end with file read/write) beside a
-# scipy lsmr-based L2 and IRLS on the same system; seconds, ratio, peak RSS.
+# scipy lsmr-based L2 and IRLS on the same system; seconds, ratio, peak RSS;
+# seams off by > 2 px (solved against true offset of two neighbours) with
+# and without the loop check, also with wrong pairs at full confidence.
 #   [BASE=BASELINE_BUILD_DIR] bash bench/solve_bench.sh [BUILD_DIR] [SIDE] [WRONG] [MAX_SCIPY_IRLS_ITERATIONS]
 BUILD=${1:-build}
 SIDE=${2:-409}
@@ -18,6 +20,14 @@ L1W=$("$BUILD/bench/solve_bench" solve "$P" l1 linear)
 echo "tessera l2           : $L2"
 echo "tessera l1           : $L1"
 echo "tessera l1 linear    : $L1W"
+echo "tessera l1 linear, --loop-check off: $("$BUILD/bench/solve_bench" solve "$P" l1 linear off)"
+# The hard case for the weights: wrong pairs at the confidence of right
+# ones (the same plate otherwise); only L1 and the loop check tell.
+"$BUILD/bench/solve_bench" gen "$SIDE" "$WRONG" "$WORK/confident" confident >/dev/null
+for run in "l1 linear" "l1 linear off" "l2 linear" "l2 linear off"; do
+    # shellcheck disable=SC2086 # the words are the driver's arguments
+    echo "confident wrong pairs, $run: $("$BUILD/bench/solve_bench" solve "$WORK/confident" $run)"
+done
 /usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --solver l2 --json >/dev/null
 read -r E2 M2 <"$WORK/time"
 /usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --json >"$WORK/l1.json"

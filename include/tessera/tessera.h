@@ -230,6 +230,11 @@ typedef struct ts_solve_options {
     double cost_tolerance;         /* IRLS stop: a step lowered the L1 cost by less than
                                       this fraction of it; default 3e-6, 0 = off */
     double outlier_px;             /* residual reported as outlier, default 5 */
+    /* Loop check before the solve (docs/solve.md): around each grid cell
+     * the four pairs must sum to zero; a pair that breaks all its loops
+     * while its neighbours' other loops close is down-weighted. Default
+     * true (ts_solve_options_init). */
+    bool loop_check;
     /* Optional guess of the tile origins: a shifts file (its float
      * `positions` where it has them, else total_translation; stage positions
      * or a previous run). The solve's targets (group anchors, and where a

@@ -50,6 +50,8 @@ static const char *ESTIMATE_USAGE =
     "  --weight-floor W, --max-iterations N, --tolerance PX,\n"
     "  --cost-tolerance R, --outlier-px PX\n"
     "                         solver tuning, as in 'tessera solve --help'\n"
+    "  --loop-check on|off    down-weight pairs that break the grid's loops\n"
+    "                         before solving (default on; 'tessera solve --help')\n"
     "tiles:\n"
     "  --flipud, --fliplr, --rot90 K\n"
     "                         tile orientation (flipud, then fliplr, then rot90\n"

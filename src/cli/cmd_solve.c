@@ -26,6 +26,10 @@ static const char *SOLVE_USAGE =
     "  --cost-tolerance R     IRLS also stops when an iteration lowers the L1 cost\n"
     "                         by less than R of it, default 3e-6 (0 = off)\n"
     "  --outlier-px PX        pairs with a larger residual are outliers, default 5\n"
+    "  --loop-check on|off    down-weight, before solving, pairs that break the\n"
+    "                         loops of the grid (the four pairs around a cell sum\n"
+    "                         to zero) while their neighbours' loops close;\n"
+    "                         default on (docs/solve.md, \"Loop check\")\n"
     "  --guess FILE           expected tile origins (a shifts file: stage positions\n"
     "                         or an earlier run): each group of connected tiles is\n"
     "                         anchored to it and a tile without pairs lands on it,\n"
@@ -77,6 +81,14 @@ int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_op
     } else if (!strcmp(a, "--guess")) {
         if (!(v = cli_value(cmd, argc, argv, i))) return -1;
         o->guess = v;
+    } else if (!strcmp(a, "--loop-check")) {
+        if (!(v = cli_value(cmd, argc, argv, i))) return -1;
+        if (!strcmp(v, "on")) o->loop_check = true;
+        else if (!strcmp(v, "off")) o->loop_check = false;
+        else {
+            cli_usage_error(cmd, "--loop-check: '%s' is not on or off", v);
+            return -1;
+        }
     } else if (!strcmp(a, "--outlier-px")) {
         if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->outlier_px)) return -1;
         if (!(o->outlier_px > 0)) {
@@ -126,9 +138,10 @@ int cmd_solve(int argc, char **argv) {
     if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, threads, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
     if (json) {
         cli_json_emit(cmd, input, output,
-                      json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "solver",
+                      json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "solver",
                                 o.solver == TS_SOLVER_L1 ? "l1" : "l2", "wells", sum.wells, "tiles", sum.tiles,
-                                "pairs", sum.pairs, "outliers", sum.outliers, "isolated_tiles", sum.isolated,
+                                "pairs", sum.pairs, "outliers", sum.outliers, "loop_downweighted",
+                                sum.loop_downweighted, "isolated_tiles", sum.isolated,
                                 "components", sum.components, "iterations", sum.max_iterations_used, "converged",
                                 sum.converged, "seconds", sum.seconds));
     } else if (!sum.converged) {

@@ -20,6 +20,7 @@ void ts_solve_options_init(ts_solve_options *opt) {
     opt->tolerance = 1e-3;
     opt->cost_tolerance = 3e-6;
     opt->outlier_px = 5.0;
+    opt->loop_check = true;
 }
 
 int ts_edge_weighting_parse(const char *text, ts_edge_weighting *mode, double *cut) {

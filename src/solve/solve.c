@@ -3,6 +3,7 @@
  * outliers and the well frame. The iterations are in irls.c. */
 #include "solve/solve.h"
 #include "solve/solve_internal.h"
+#include "solve/loops.h"
 #include "common/error.h"
 
 #include <math.h>
@@ -128,6 +129,16 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
             int ra = uf_find(parent, q->a), rb = uf_find(parent, q->b);
             if (ra != rb) parent[ra < rb ? rb : ra] = ra < rb ? ra : rb;
         }
+    }
+    /* Pairs that break their grid loops weigh little from the start. */
+    if (opt->loop_check && p->gx && p->gy) {
+        int k = ts_solve_loop_check(n, p->gx, p->gy, m, ea, eb, usable, (const double(*)[2])d, w0);
+        if (k < 0) {
+            st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for the loop check of %d pairs", m);
+            goto done;
+        }
+        out->loop_downweighted = k;
+        memcpy(w, w0, mm * sizeof *w);
     }
     /* Groups, numbered in tile order; the first tile of a group of two or
      * more is its anchor (fixed at 0 while solving). */

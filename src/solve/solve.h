@@ -52,6 +52,7 @@ typedef struct ts_solve_result {
     int components;         /* connected groups, isolated tiles included */
     int isolated;           /* tiles with no usable pair (placed at their target) */
     int noutliers;
+    int loop_downweighted;  /* pairs the loop check down-weighted before the solve */
     double max_residual;    /* the largest 2-D residual norm, px */
 } ts_solve_result;
 
@@ -85,6 +86,7 @@ ts_status ts_solve_well_guess(ts_shifts *s, int well, double pitch_y, double pit
 /* Totals of ts_solve_wells / ts_solve_file_ex, for the CLI's --json. */
 typedef struct ts_solve_summary {
     int wells, tiles, pairs, outliers, isolated, components, max_components;
+    int loop_downweighted; /* pairs the loop check down-weighted, all wells */
     int max_iterations_used;
     bool converged;  /* every well converged (always true for L2) */
     double seconds;  /* solve only, without reading/writing (wall clock) */

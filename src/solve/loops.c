@@ -1,0 +1,490 @@
+/* The loop check: outlier rejection by loop consistency, before the solve.
+ *
+ * The four pairs around a grid cell (top = (x,y)->(x+1,y), right =
+ * (x+1,y)->(x+1,y+1), bottom = (x,y+1)->(x+1,y+1), left = (x,y)->(x,y+1))
+ * measure a closed walk: top + right - bottom - left is 0 for any true
+ * tile positions, so the loop residual is registration error only. One
+ * wrong pair (a wrong correlation peak, tens of px) breaks both loops it is
+ * in, by its own error, while each of its loop mates still closes its other
+ * loop. L1 survives a wrong pair where the right ones around a tile, or a
+ * block of tiles, outnumber the wrong ones in effect; where they do not (the
+ * pairs around a block of two tiles wrong in about the same direction, the
+ * border), it follows the wrong ones, and at full confidence so do the
+ * weights. The loops do not need a majority.
+ *
+ * A loop is bad when its residual's norm exceeds T = max(LOOP_FLOOR_PX,
+ * LOOP_SIGMAS x s), s the robust per-axis spread of the loop residuals
+ * (1.4826 x the median |component|; loops close on zero, so no centring).
+ * A pair is condemned, in rounds, when all its loops are bad and either
+ *   - it has two loops that imply the same error of it (each bad loop
+ *     says "this pair is off by sign x residual"; a right pair between two
+ *     wrong ones gets two unrelated answers), or
+ *   - it is the only pair of one of its bad loops without a good loop (the
+ *     others are vouched for by a loop that closes: a pair on the plate's
+ *     border has one loop only).
+ * Its implied error is then taken out of its measurement for the next
+ * rounds' loops, so a second wrong pair sharing a loop with it shows up on
+ * its own (two wrong pairs at one tile are found in two rounds). Bad loops
+ * no round can pin on one pair go to explain_clusters (the sparsest set of
+ * pairs that closes them, when it is unique). What still cannot be told
+ * apart (a tile three of whose four pairs are wrong: each of the four
+ * explains the loops as well) keeps its weights, for L1 and the
+ * confidences to decide as without the check: condemning all of it would
+ * also condemn right pairs, and where wrong pairs hide from the loops (two
+ * wrong by the same vector at one tile close the cell they share) leave
+ * the wrong ones in charge.
+ *
+ * Condemned pairs are down-weighted (TS_LOOP_FACTOR), never removed: a pair
+ * with no complete loop (a tile next to an unmatched or missing pair, a
+ * lone bridge) gives no information and keeps its weight. Sequential, in
+ * grid order: the same answer whatever the thread count or pair order. */
+#include "solve/loops.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Loop residuals below this many px are registration noise whatever the
+ * measured spread (noise-free pairs, integer peaks). */
+#define LOOP_FLOOR_PX 1.5
+/* ... and below this many robust standard deviations of the residuals. */
+#define LOOP_SIGMAS 5.0
+/* Two loops agree on a pair's error within this many T: their difference
+ * is the noise of the six other pairs (1.22 T for Gaussian noise). */
+#define LOOP_AGREE 1.5
+/* Rounds of blame before what is left is condemned together. Each round
+ * condemns at least one pair; chains of wrong pairs need one per link. */
+#define LOOP_MAX_ROUNDS 64
+
+typedef struct grid_edge {
+    uint64_t key;   /* (y, x, dir): dir 0 = to the right, 1 = downwards */
+    int pair;       /* index among the pairs */
+    int from, to;   /* left/top tile, right/bottom tile */
+    double dn[2];   /* measured offset to - from, with the errors taken out */
+    int loop[2], nloops;
+    unsigned char condemned;
+} grid_edge;
+
+/* A cell's edges: top, right, bottom, left (signs +, +, -, -). */
+typedef struct grid_loop {
+    int edge[4];
+} grid_loop;
+
+static const double LOOP_SIGN[4] = {1, 1, -1, -1};
+
+static uint64_t edge_key(int64_t x, int64_t y, int dir) {
+    return ((uint64_t)y << 33) | ((uint64_t)x << 1) | (uint64_t)dir;
+}
+
+static int cmp_edge(const void *p, const void *q) {
+    const grid_edge *a = p, *b = q;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return (a->pair > b->pair) - (a->pair < b->pair);
+}
+
+static int cmp_double(const void *p, const void *q) {
+    double a = *(const double *)p, b = *(const double *)q;
+    return (a > b) - (a < b);
+}
+
+static int find_edge(const grid_edge *e, int ne, uint64_t key) {
+    int lo = 0, hi = ne - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (e[mid].key == key) return mid;
+        if (e[mid].key < key) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static void residual(const grid_edge *e, const grid_loop *l, double r[2]) {
+    r[0] = r[1] = 0;
+    for (int k = 0; k < 4; k++) {
+        r[0] += LOOP_SIGN[k] * e[l->edge[k]].dn[0];
+        r[1] += LOOP_SIGN[k] * e[l->edge[k]].dn[1];
+    }
+}
+
+/* The sign of edge i in loop l (its error enters the residual so). */
+static double sign_in(const grid_loop *l, int i) {
+    for (int k = 0; k < 4; k++)
+        if (l->edge[k] == i) return LOOP_SIGN[k];
+    return 0;
+}
+
+static bool has_good_loop(const grid_edge *e, const unsigned char *bad) {
+    for (int k = 0; k < e->nloops; k++)
+        if (!bad[e->loop[k]]) return true;
+    return false;
+}
+
+/* The edges of the plate's grid: pairs of horizontal or vertical
+ * neighbours, oriented left-to-right / top-to-bottom; a grid edge measured
+ * by more than one pair is left out (which to trust is not the loops'
+ * business). Returns the count, or -1 (no memory). */
+static int grid_edges(int ntiles, const int *gx, const int *gy, int npairs, const int *a, const int *b,
+                      const unsigned char *usable, const double (*d)[2], grid_edge **out) {
+    *out = NULL;
+    int64_t minx = INT64_MAX, miny = INT64_MAX, maxx = INT64_MIN, maxy = INT64_MIN;
+    for (int i = 0; i < ntiles; i++) {
+        minx = gx[i] < minx ? gx[i] : minx, maxx = gx[i] > maxx ? gx[i] : maxx;
+        miny = gy[i] < miny ? gy[i] : miny, maxy = gy[i] > maxy ? gy[i] : maxy;
+    }
+    /* The key packs x and y (+1 for the neighbours looked up) in 31 bits. */
+    if (ntiles == 0 || maxx - minx >= (INT64_C(1) << 30) || maxy - miny >= (INT64_C(1) << 30)) return 0;
+    grid_edge *e = malloc((size_t)(npairs ? npairs : 1) * sizeof *e);
+    if (!e) return -1;
+    int ne = 0;
+    for (int k = 0; k < npairs; k++) {
+        if (!usable[k]) continue;
+        int64_t ddx = (int64_t)gx[b[k]] - gx[a[k]], ddy = (int64_t)gy[b[k]] - gy[a[k]];
+        int dir;
+        if (ddy == 0 && (ddx == 1 || ddx == -1)) dir = 0;
+        else if (ddx == 0 && (ddy == 1 || ddy == -1)) dir = 1;
+        else continue;
+        bool fwd = ddx + ddy > 0;
+        int from = fwd ? a[k] : b[k];
+        grid_edge *g = &e[ne++];
+        memset(g, 0, sizeof *g);
+        g->key = edge_key(gx[from] - minx, gy[from] - miny, dir);
+        g->pair = k;
+        g->from = from;
+        g->to = fwd ? b[k] : a[k];
+        g->dn[0] = fwd ? d[k][0] : -d[k][0];
+        g->dn[1] = fwd ? d[k][1] : -d[k][1];
+    }
+    qsort(e, (size_t)ne, sizeof *e, cmp_edge);
+    int kept = 0;
+    for (int i = 0; i < ne;) {
+        int j = i + 1;
+        while (j < ne && e[j].key == e[i].key) j++;
+        if (j == i + 1) e[kept++] = e[i];
+        i = j;
+    }
+    *out = e;
+    return kept;
+}
+
+/* The cells with all four edges, in key order of their top edge. */
+static int grid_loops(grid_edge *e, int ne, grid_loop **out) {
+    grid_loop *l = malloc((size_t)(ne ? ne : 1) * sizeof *l);
+    *out = l;
+    if (!l) return -1;
+    int nl = 0;
+    for (int i = 0; i < ne; i++) {
+        if (e[i].key & 1) continue; /* a top edge is a horizontal one */
+        uint64_t x = (e[i].key >> 1) & ((UINT64_C(1) << 32) - 1), y = e[i].key >> 33;
+        int right = find_edge(e, ne, edge_key((int64_t)x + 1, (int64_t)y, 1));
+        int bottom = find_edge(e, ne, edge_key((int64_t)x, (int64_t)y + 1, 0));
+        int left = find_edge(e, ne, edge_key((int64_t)x, (int64_t)y, 1));
+        if (right < 0 || bottom < 0 || left < 0) continue;
+        /* The walk must close on the same tiles (two tiles at one grid
+         * position, possible through the library, break it). */
+        if (e[i].from != e[left].from || e[i].to != e[right].from || e[right].to != e[bottom].to ||
+            e[bottom].from != e[left].to)
+            continue;
+        grid_loop *c = &l[nl];
+        c->edge[0] = i, c->edge[1] = right, c->edge[2] = bottom, c->edge[3] = left;
+        for (int k = 0; k < 4; k++) {
+            grid_edge *g = &e[c->edge[k]];
+            if (g->nloops < 2) g->loop[g->nloops++] = nl;
+        }
+        nl++;
+    }
+    return nl;
+}
+
+/* T: the robust spread of the loop residuals, at least the floor. */
+static int loop_threshold(const grid_edge *e, const grid_loop *l, int nl, double *t) {
+    double *v = malloc((size_t)(2 * nl + 1) * sizeof *v);
+    if (!v) return -1;
+    for (int c = 0; c < nl; c++) {
+        double r[2];
+        residual(e, &l[c], r);
+        v[2 * c] = fabs(r[0]);
+        v[2 * c + 1] = fabs(r[1]);
+    }
+    qsort(v, (size_t)(2 * nl), sizeof *v, cmp_double);
+    double s = 1.4826 * v[nl]; /* the median of 2 nl values */
+    free(v);
+    *t = fmax(LOOP_FLOOR_PX, LOOP_SIGMAS * s);
+    return 0;
+}
+
+static void mark_bad(const grid_edge *e, const grid_loop *l, int nl, double t, double (*r)[2], unsigned char *bad) {
+    for (int c = 0; c < nl; c++) {
+        residual(e, &l[c], r[c]);
+        bad[c] = hypot(r[c][0], r[c][1]) > t;
+    }
+}
+
+static bool all_bad(const grid_edge *g, const unsigned char *bad) {
+    if (g->nloops == 0) return false;
+    for (int k = 0; k < g->nloops; k++)
+        if (!bad[g->loop[k]]) return false;
+    return true;
+}
+
+/* One round of blame (see the top of the file). Returns pairs condemned. */
+static int blame_round(grid_edge *e, int ne, const grid_loop *l, int nl, double t, double (*r)[2],
+                       unsigned char *bad, unsigned char *touched) {
+    mark_bad(e, l, nl, t, r, bad);
+    memset(touched, 0, (size_t)nl);
+    int n = 0;
+    for (int i = 0; i < ne; i++) {
+        grid_edge *g = &e[i];
+        if (g->condemned || !all_bad(g, bad)) continue;
+        /* A loop already explained this round has a stale residual. */
+        bool stale = false;
+        for (int k = 0; k < g->nloops; k++) stale |= touched[g->loop[k]];
+        if (stale) continue;
+        double implied[2][2];
+        for (int k = 0; k < g->nloops; k++) {
+            double s = sign_in(&l[g->loop[k]], i);
+            implied[k][0] = s * r[g->loop[k]][0];
+            implied[k][1] = s * r[g->loop[k]][1];
+        }
+        double err[2];
+        bool blamed = false;
+        if (g->nloops == 2 &&
+            hypot(implied[0][0] - implied[1][0], implied[0][1] - implied[1][1]) <= LOOP_AGREE * t) {
+            err[0] = 0.5 * (implied[0][0] + implied[1][0]);
+            err[1] = 0.5 * (implied[0][1] + implied[1][1]);
+            blamed = true;
+        }
+        for (int k = 0; k < g->nloops && !blamed; k++) {
+            const grid_loop *c = &l[g->loop[k]];
+            bool alone = true;
+            for (int j = 0; j < 4; j++)
+                if (c->edge[j] != i && !has_good_loop(&e[c->edge[j]], bad)) alone = false;
+            if (alone) {
+                err[0] = implied[k][0];
+                err[1] = implied[k][1];
+                blamed = true;
+            }
+        }
+        if (!blamed) continue;
+        g->condemned = 1;
+        g->dn[0] -= err[0];
+        g->dn[1] -= err[1];
+        for (int k = 0; k < g->nloops; k++) touched[g->loop[k]] = 1;
+        n++;
+    }
+    return n;
+}
+
+/* Clusters of bad loops no round could pin on one pair, joined through the
+ * pairs they share that no good loop vouches for (the candidates). The
+ * sparsest explanation: the fewest candidates whose errors, fitted to the
+ * loops by least squares, close every loop of the cluster to T. When one
+ * set of that size fits, it is condemned; when several do (the four pairs
+ * of a tile three of which are wrong: any of them may be the right one),
+ * only the pairs in all of them. Clusters larger than this are left to the
+ * solve's L1. */
+#define CLUSTER_MAX_LOOPS 16
+#define CLUSTER_MAX_EDGES 16
+#define CLUSTER_MAX_BLAME 4
+
+static int uf_root(int *parent, int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+/* Least squares of the errors of the k edges sel[] on the cluster's loops;
+ * true when every loop closes to t with them taken out (err: the fit). */
+static bool explains(const grid_loop *l, const int *loops, int nloops, const int *sel, int k, double t,
+                     double (*r)[2], double err[CLUSTER_MAX_BLAME][2]) {
+    double a[CLUSTER_MAX_BLAME][CLUSTER_MAX_BLAME] = {{0}}, rhs[CLUSTER_MAX_BLAME][2] = {{0}};
+    for (int c = 0; c < nloops; c++) {
+        double s[CLUSTER_MAX_BLAME];
+        for (int j = 0; j < k; j++) s[j] = sign_in(&l[loops[c]], sel[j]);
+        for (int j = 0; j < k; j++) {
+            for (int q = 0; q < k; q++) a[j][q] += s[j] * s[q];
+            rhs[j][0] += s[j] * r[loops[c]][0];
+            rhs[j][1] += s[j] * r[loops[c]][1];
+        }
+    }
+    /* Gaussian elimination; a singular system (two edges in the same loops
+     * only) is no explanation: a smaller set explains as much. */
+    for (int j = 0; j < k; j++) {
+        int piv = j;
+        for (int q = j + 1; q < k; q++)
+            if (fabs(a[q][j]) > fabs(a[piv][j])) piv = q;
+        if (fabs(a[piv][j]) < 1e-9) return false;
+        for (int q = 0; q < k; q++) {
+            double tmp = a[j][q];
+            a[j][q] = a[piv][q];
+            a[piv][q] = tmp;
+        }
+        for (int x = 0; x < 2; x++) {
+            double tmp = rhs[j][x];
+            rhs[j][x] = rhs[piv][x];
+            rhs[piv][x] = tmp;
+        }
+        for (int q = j + 1; q < k; q++) {
+            double f = a[q][j] / a[j][j];
+            for (int z = j; z < k; z++) a[q][z] -= f * a[j][z];
+            rhs[q][0] -= f * rhs[j][0];
+            rhs[q][1] -= f * rhs[j][1];
+        }
+    }
+    for (int j = k - 1; j >= 0; j--)
+        for (int x = 0; x < 2; x++) {
+            double v = rhs[j][x];
+            for (int q = j + 1; q < k; q++) v -= a[j][q] * err[q][x];
+            err[j][x] = v / a[j][j];
+        }
+    for (int c = 0; c < nloops; c++) {
+        double left[2] = {r[loops[c]][0], r[loops[c]][1]};
+        for (int j = 0; j < k; j++) {
+            double s = sign_in(&l[loops[c]], sel[j]);
+            left[0] -= s * err[j][0];
+            left[1] -= s * err[j][1];
+        }
+        if (hypot(left[0], left[1]) > t) return false;
+    }
+    return true;
+}
+
+/* The sparsest explanation of one cluster; returns pairs condemned. */
+static int explain_cluster(grid_edge *e, const grid_loop *l, const int *loops, int nloops, const int *cand,
+                           int ncand, double t, double (*r)[2]) {
+    for (int k = 1; k <= CLUSTER_MAX_BLAME && k <= ncand; k++) {
+        int idx[CLUSTER_MAX_BLAME], sel[CLUSTER_MAX_BLAME], nfit = 0;
+        int in_all[CLUSTER_MAX_EDGES] = {0};
+        double err[CLUSTER_MAX_BLAME][2], first_err[CLUSTER_MAX_BLAME][2];
+        int first[CLUSTER_MAX_BLAME];
+        for (int j = 0; j < k; j++) idx[j] = j;
+        for (;;) {
+            for (int j = 0; j < k; j++) sel[j] = cand[idx[j]];
+            if (explains(l, loops, nloops, sel, k, t, r, err)) {
+                if (nfit++ == 0) {
+                    memcpy(first, idx, sizeof first);
+                    memcpy(first_err, err, sizeof first_err);
+                }
+                for (int j = 0; j < k; j++) in_all[idx[j]]++;
+            }
+            int j = k - 1; /* the next k-subset of 0..ncand-1 */
+            while (j >= 0 && idx[j] == ncand - k + j) j--;
+            if (j < 0) break;
+            idx[j]++;
+            for (int q = j + 1; q < k; q++) idx[q] = idx[q - 1] + 1;
+        }
+        if (nfit == 0) continue;
+        int n = 0;
+        for (int j = 0; j < k; j++) {
+            if (in_all[first[j]] != nfit) continue;
+            grid_edge *g = &e[cand[first[j]]];
+            g->condemned = 1;
+            /* The fit is the error only when it is the one explanation. */
+            if (nfit == 1) {
+                g->dn[0] -= first_err[j][0];
+                g->dn[1] -= first_err[j][1];
+            }
+            n++;
+        }
+        return n;
+    }
+    return 0;
+}
+
+/* Every cluster of unexplained bad loops (bad[] and r[] current). */
+static int explain_clusters(grid_edge *e, int ne, const grid_loop *l, int nl, double t, double (*r)[2],
+                            const unsigned char *bad, int *scratch) {
+    int *parent = scratch, *order = scratch + nl, *start = scratch + 2 * nl; /* 3 nl + 1 ints */
+    for (int c = 0; c < nl; c++) parent[c] = c;
+    for (int i = 0; i < ne; i++) {
+        if (e[i].condemned || !all_bad(&e[i], bad) || e[i].nloops < 2) continue;
+        int x = uf_root(parent, e[i].loop[0]), y = uf_root(parent, e[i].loop[1]);
+        if (x != y) parent[x < y ? y : x] = x < y ? x : y;
+    }
+    /* Bad loops grouped by cluster (counting sort on the root). */
+    memset(start, 0, (size_t)(nl + 1) * sizeof *start);
+    for (int c = 0; c < nl; c++)
+        if (bad[c]) start[uf_root(parent, c) + 1]++;
+    for (int c = 0; c < nl; c++) start[c + 1] += start[c];
+    for (int c = 0; c < nl; c++)
+        if (bad[c]) order[start[uf_root(parent, c)]++] = c;
+    for (int c = nl; c > 0; c--) start[c] = start[c - 1];
+    start[0] = 0;
+    int n = 0;
+    for (int root = 0; root < nl; root++) {
+        int nloops = start[root + 1] - start[root];
+        if (nloops == 0 || nloops > CLUSTER_MAX_LOOPS) continue;
+        const int *loops = order + start[root];
+        int cand[CLUSTER_MAX_EDGES], ncand = 0;
+        bool too_many = false;
+        for (int c = 0; c < nloops && !too_many; c++)
+            for (int k = 0; k < 4; k++) {
+                int i = l[loops[c]].edge[k];
+                if (e[i].condemned || !all_bad(&e[i], bad)) continue;
+                bool seen = false;
+                for (int q = 0; q < ncand; q++) seen |= cand[q] == i;
+                if (seen) continue;
+                if (ncand == CLUSTER_MAX_EDGES) {
+                    too_many = true;
+                    break;
+                }
+                cand[ncand++] = i;
+            }
+        if (too_many || ncand == 0) continue;
+        /* In edge order, so the answer does not depend on the loop order. */
+        for (int q = 1; q < ncand; q++)
+            for (int z = q; z > 0 && cand[z - 1] > cand[z]; z--) {
+                int tmp = cand[z];
+                cand[z] = cand[z - 1];
+                cand[z - 1] = tmp;
+            }
+        n += explain_cluster(e, l, loops, nloops, cand, ncand, t, r);
+    }
+    return n;
+}
+
+int ts_solve_loop_check(int ntiles, const int *gx, const int *gy, int npairs, const int *a, const int *b,
+                        const unsigned char *usable, const double (*d)[2], double *w) {
+    grid_edge *e = NULL;
+    grid_loop *l = NULL;
+    double(*r)[2] = NULL;
+    unsigned char *bad = NULL, *touched = NULL;
+    int *scratch = NULL;
+    int result = -1;
+    int ne = grid_edges(ntiles, gx, gy, npairs, a, b, usable, d, &e);
+    if (ne < 0) goto done;
+    int nl = grid_loops(e, ne, &l);
+    if (nl < 0) goto done;
+    result = 0;
+    if (nl == 0) goto done;
+    result = -1;
+    r = malloc((size_t)nl * sizeof *r);
+    bad = malloc((size_t)nl);
+    touched = malloc((size_t)nl);
+    scratch = malloc((size_t)(3 * nl + 1) * sizeof *scratch);
+    double t;
+    if (!r || !bad || !touched || !scratch || loop_threshold(e, l, nl, &t)) goto done;
+    /* Rounds of blame; then the clusters they left, whose explanations
+     * may leave loops to blame again. */
+    for (int pass = 0; pass < LOOP_MAX_ROUNDS; pass++) {
+        int round = 0;
+        while (round++ < LOOP_MAX_ROUNDS && blame_round(e, ne, l, nl, t, r, bad, touched) > 0) {
+        }
+        mark_bad(e, l, nl, t, r, bad);
+        if (explain_clusters(e, ne, l, nl, t, r, bad, scratch) == 0) break;
+    }
+    result = 0;
+    for (int i = 0; i < ne; i++)
+        if (e[i].condemned) {
+            w[e[i].pair] *= TS_LOOP_FACTOR;
+            result++;
+        }
+done:
+    free(e);
+    free(l);
+    free(r);
+    free(bad);
+    free(touched);
+    free(scratch);
+    return result;
+}
