@@ -159,7 +159,7 @@ try:
     for ds, fmt, _, _ in cases:
         shot = path(f"{ds}.png")
         p = subprocess.run(["node", os.path.join(JS, "vizarr_shot.mjs"), f"http://127.0.0.1:{port}/?dataset={ds}",
-                            shot, "20000"], capture_output=True, text=True, cwd=JS, timeout=300)
+                            shot, "90000"], capture_output=True, text=True, cwd=JS, timeout=300)
         line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
         res = json.loads(line) if line.startswith("{") else {"ok": False, "error": p.stderr[-2000:], "log": []}
         name = f"vizarr {fmt} plate"

@@ -2,7 +2,7 @@
 // chromium through playwright-core, waits until the page has drawn, saves
 // a screenshot and prints one JSON line: {"ok", "log": [{type, text}]}
 // with the console messages, page errors and failed requests.
-//   node vizarr_shot.mjs URL OUT.png WAIT_MS
+//   node vizarr_shot.mjs URL OUT.png [WAIT_MS, default 60000]
 // Every request off localhost is answered here, never sent: vizarr's bundle
 // imports its JPEG-2000 decoder (pdf.js's jpx.js) from a CDN at load time;
 // a stub module stands in (tessera writes no JPEG-2000).
@@ -31,8 +31,14 @@ try {
       body: "export class JpxImage { static decode() { throw new Error('no JPEG-2000 decoder (stub)'); } }\n",
     });
   });
+  // At least 6 s (the bundle's parse and the metadata requests leave
+  // quiet gaps), then until the chunk requests are done (network idle, up
+  // to WAIT_MS in all), then 3 s for the drawing.
+  const t0 = Date.now(), limit = Number(waitMs || 60000);
   await page.goto(url);
-  await page.waitForTimeout(Number(waitMs || 15000));
+  await page.waitForTimeout(6000);
+  await page.waitForLoadState("networkidle", { timeout: Math.max(1000, limit - (Date.now() - t0)) }).catch(() => {});
+  await page.waitForTimeout(3000);
   await page.screenshot({ path: out });
   console.log(JSON.stringify({ ok: true, log }));
 } catch (e) {
