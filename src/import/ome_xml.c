@@ -7,6 +7,7 @@
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,21 +39,34 @@ static const xmlNode *child(const xmlNode *n, const char *name) {
     return NULL;
 }
 
-/* An attribute's value copied into out (n bytes); false when absent. */
+/* An attribute's value copied into out (size bytes), cut to fit on a
+ * whole UTF-8 character (out goes into JSON labels, which take no broken
+ * one); false when absent. */
 static bool attr(const xmlNode *n, const char *name, char *out, size_t size) {
     xmlChar *v = xmlGetProp((xmlNode *)n, (const xmlChar *)name);
     if (!v) return false;
-    snprintf(out, size, "%s", (const char *)v);
+    size_t len = strlen((const char *)v);
+    if (len >= size) {
+        len = size - 1;
+        while (len > 0 && (v[len] & 0xC0) == 0x80) len--; /* v[len] starts the character left out */
+    }
+    memcpy(out, v, len);
+    out[len] = '\0';
     xmlFree(v);
     return true;
 }
 
+/* An integer attribute read whole (not its first digits); dflt when
+ * absent, -1 when not an integer. */
 static long attr_long(const xmlNode *n, const char *name, long dflt) {
-    char text[32];
-    if (!attr(n, name, text, sizeof text)) return dflt;
+    xmlChar *text = xmlGetProp((xmlNode *)n, (const xmlChar *)name);
+    if (!text) return dflt;
     char *end;
-    long v = strtol(text, &end, 10);
-    return end == text || *end ? -1 : v;
+    errno = 0;
+    long v = strtol((const char *)text, &end, 10);
+    bool ok = end != (char *)text && !*end && !errno;
+    xmlFree(text);
+    return ok ? v : -1;
 }
 
 /* A length attribute (PhysicalSizeX, PositionY, ...) and its unit attribute
@@ -61,10 +75,18 @@ static ts_status length_um(const char *path, const xmlNode *n, const char *name,
                            bool positive, double *um, bool *found, bool *unit_assumed, ts_error *err) {
     char text[64], unit[64], unit_name[80];
     *found = false;
-    if (!attr(n, name, text, sizeof text)) return TS_OK;
+    /* Parsed whole: the first 63 bytes of a long value can spell another
+     * number (its exponent cut off). text: the value as messages show it. */
+    xmlChar *whole = xmlGetProp((xmlNode *)n, (const xmlChar *)name);
+    if (!whole) return TS_OK;
+    size_t wl = strlen((const char *)whole);
+    if (wl < 48) snprintf(text, sizeof text, "%s", (const char *)whole);
+    else snprintf(text, sizeof text, "...%s", (const char *)whole + wl - 44); /* its end: the exponent */
     char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v) || (positive && !(v > 0)))
+    double v = strtod((const char *)whole, &end);
+    bool bad = end == (char *)whole || *end;
+    xmlFree(whole);
+    if (bad || !isfinite(v) || (positive && !(v > 0)))
         return ts_fail(err, TS_ERR_FORMAT, "%s: OME-XML %s %s=\"%s\" is not a %snumber", path,
                        (const char *)n->name, name, text, positive ? "positive " : "");
     snprintf(unit_name, sizeof unit_name, "%sUnit", name);

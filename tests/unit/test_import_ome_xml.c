@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -137,12 +138,87 @@ static void test_units(void **state) {
     assert_true(ti_ome_unit_um("reference frame") == 0 && ti_ome_unit_um("") == 0 && ti_ome_unit_um("MM") == 0);
 }
 
+/* Attribute values are read whole: a length longer than any buffer is its
+ * value or refused, never the number its first bytes spell; an IFD or
+ * plane index is not read from its first digits; a channel name cut to fit
+ * ends on a whole UTF-8 character (the NGFF label is JSON, which takes no
+ * broken one). */
+static void test_long_values(void **state) {
+    (void)state;
+    ti_ome_meta m;
+    ts_error err = {0};
+    char zeros[80];
+    memset(zeros, '0', 70);
+    zeros[70] = '\0';
+    char xml[1024];
+    /* 1.5 written with 70 leading zeros after the point and the exponent
+     * last: its first 63 bytes are 1.5e-61 */
+    snprintf(xml, sizeof xml, "<OME><Image><Pixels PhysicalSizeX=\"0.%s15e71\"/></Image></OME>", zeros);
+    assert_int_equal(parse(xml, NULL, &m, &err), TS_OK);
+    assert_true(m.has_size_x);
+    if (!(fabs(m.size_x_um - 1.5) < 1e-12)) fail_msg("PhysicalSizeX read as %g, not 1.5", m.size_x_um);
+    snprintf(xml, sizeof xml, "<OME><Image><Pixels><Plane PositionX=\"0.%s25e71\" PositionXUnit=\"mm\""
+             " PositionY=\"1\"/></Pixels></Image></OME>", zeros);
+    assert_int_equal(parse(xml, NULL, &m, &err), TS_OK);
+    if (!(fabs(m.pos_x_um - 2500) < 1e-9)) fail_msg("PositionX read as %g um, not 2500", m.pos_x_um);
+}
+
+static void test_long_ifd(void **state) {
+    (void)state;
+    ti_ome_meta m;
+    ts_error err = {0};
+    char zeros[80];
+    memset(zeros, '0', 70);
+    zeros[70] = '\0';
+    char xml[1024];
+    /* IFD 0...01 is not IFD 0: the second Image, without UUID, is this file's */
+    snprintf(xml, sizeof xml, "<OME><Image><Pixels PhysicalSizeX=\"1\"><TiffData IFD=\"%s1\"/></Pixels></Image>"
+             "<Image><Pixels PhysicalSizeX=\"2\"><TiffData IFD=\"0\"/></Pixels></Image></OME>", zeros);
+    assert_int_equal(parse(xml, NULL, &m, &err), TS_OK);
+    assert_true(m.size_x_um == 2);
+}
+
+static void test_long_channel_name(void **state) {
+    (void)state;
+    ti_ome_meta m;
+    ts_error err = {0};
+    char xml[1024];
+    /* 62 ASCII bytes then a 2-byte character: 64 bytes do not fit 63 */
+    char name[80];
+    memset(name, 'a', 62);
+    snprintf(name + 62, sizeof name - 62, "\xc2\xb5m");
+    snprintf(xml, sizeof xml, "<OME><Image><Pixels><Channel Name=\"%s\"/></Pixels></Image></OME>", name);
+    assert_int_equal(parse(xml, NULL, &m, &err), TS_OK);
+    assert_int_equal(m.nchannels, 1);
+    assert_int_equal(strlen(m.channel_names[0]), 62);
+}
+
+/* Internal entities nested to a billion bytes in an attribute: refused by
+ * the parser's amplification limit, not expanded into memory. */
+static void test_entity_expansion(void **state) {
+    (void)state;
+    const char *xml =
+        "<?xml version=\"1.0\"?><!DOCTYPE OME [<!ENTITY a \"aaaaaaaaaa\">"
+        "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\"><!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">"
+        "<!ENTITY d \"&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;\"><!ENTITY e \"&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;\">"
+        "<!ENTITY f \"&e;&e;&e;&e;&e;&e;&e;&e;&e;&e;\"><!ENTITY g \"&f;&f;&f;&f;&f;&f;&f;&f;&f;&f;\">"
+        "<!ENTITY h \"&g;&g;&g;&g;&g;&g;&g;&g;&g;&g;\"><!ENTITY i \"&h;&h;&h;&h;&h;&h;&h;&h;&h;&h;\">]>"
+        "<OME><Image><Pixels><Channel Name=\"&i;\"/></Pixels></Image></OME>";
+    ti_ome_meta m;
+    ts_error err = {0};
+    ts_status st = parse(xml, NULL, &m, &err);
+    if (st == TS_OK) assert_true(strlen(m.channel_names[0]) < 64);
+    else assert_int_equal(st, TS_ERR_FORMAT);
+}
+
 int main(void) {
     ti_ome_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_names_positions), cmocka_unit_test(test_reference_frame_is_assumed_um),
         cmocka_unit_test(test_image_of_this_file),    cmocka_unit_test(test_not_ome),
         cmocka_unit_test(test_refusals),              cmocka_unit_test(test_units),
+        cmocka_unit_test(test_long_values), cmocka_unit_test(test_long_ifd),
+        cmocka_unit_test(test_long_channel_name),           cmocka_unit_test(test_entity_expansion),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
