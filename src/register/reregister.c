@@ -39,11 +39,11 @@
 #define REREG_CONF_SCALE 0.5
 
 /* NCC of b[y][x] against a[y + sy][x + sx] over their overlap (as
- * phasecorr.c's; -2 when the overlap is thinner than MIN_SIDE). */
-static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx) {
+ * phasecorr.c's; -2 when the overlap is thinner than min_side). */
+static double ncc_side(const float *a, const float *b, int h, int w, int sy, int sx, int min_side) {
     int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
     int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
-    if (y1 - y0 < MIN_SIDE || x1 - x0 < MIN_SIDE) return -2;
+    if (y1 - y0 < min_side || x1 - x0 < min_side) return -2;
     double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
     for (int y = y0; y < y1; y++) {
         const float *pa = a + (size_t)(y + sy) * (size_t)w + sx;
@@ -63,6 +63,10 @@ static double ncc_at(const float *a, const float *b, int h, int w, int sy, int s
     double va = saa - sa * sa / n, vb = sbb - sb * sb / n, cov = sab - sa * sb / n;
     if (!(va > 1e-12 * (saa + 1e-30)) || !(vb > 1e-12 * (sbb + 1e-30))) return 0;
     return cov / sqrt(va * vb);
+}
+
+static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx) {
+    return ncc_side(a, b, h, w, sy, sx, MIN_SIDE);
 }
 
 /* Block means of f x f (the last partial blocks dropped). */
@@ -87,12 +91,12 @@ typedef struct window_grid {
     int bi, bj;         /* best cell, -1 if none */
 } window_grid;
 
-static int64_t scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, double *vals) {
+static int64_t scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, int min_side, double *vals) {
     int64_t nv = 0;
     gr->bi = gr->bj = -1;
     for (int i = 0; i < gr->ny; i++)
         for (int j = 0; j < gr->nx; j++) {
-            double v = ncc_at(a, b, h, w, gr->cy + i - gr->ny / 2, gr->cx + j - gr->nx / 2);
+            double v = ncc_side(a, b, h, w, gr->cy + i - gr->ny / 2, gr->cx + j - gr->nx / 2, min_side);
             gr->v[(size_t)i * (size_t)gr->nx + (size_t)j] = v;
             if (v <= -2) continue;
             vals[nv++] = v;
@@ -143,7 +147,10 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
         block_means(hb, sh, sw, f, lb, lh, lw);
     }
     const float *ea = f > 1 ? la : ha, *eb = f > 1 ? lb : hb;
-    int64_t nv = scan_grid(&gr, ea, eb, lh, lw, vals);
+    /* The thinnest overlap at this level: MIN_SIDE full-resolution px (at
+     * f = 2 a 4-px side was 8 px, and true 8-px overlaps fell on the edge). */
+    const int lside = (MIN_SIDE + f - 1) / f < 2 ? 2 : (MIN_SIDE + f - 1) / f;
+    int64_t nv = scan_grid(&gr, ea, eb, lh, lw, lside, vals);
     if (gr.bi < 0) {
         free(gr.v), free(vals), free(la), free(lb), free(flip);
         return TS_OK; /* the window leaves no overlap */
@@ -193,7 +200,7 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
                     tall ? eb[(size_t)(lh - 1 - y) * (size_t)lw + (size_t)x] : eb[(size_t)y * (size_t)lw + (size_t)(lw - 1 - x)];
         for (int i = 0; i < gr.ny; i++)
             for (int j = 0; j < gr.nx; j++) {
-                double v = ncc_at(ea, flip, lh, lw, gr.cy + i - gr.ny / 2, gr.cx + j - gr.nx / 2);
+                double v = ncc_side(ea, flip, lh, lw, gr.cy + i - gr.ny / 2, gr.cx + j - gr.nx / 2, lside);
                 if (v > out->null_max) out->null_max = v;
             }
     }
