@@ -176,11 +176,14 @@ bool cli_size(const char *cmd, const char *flag, const char *text, size_t *out) 
     else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
     if (*end == 'i') end++;
     if (*end == 'B') end++;
-    if (errno || end == text || *end || !(v > 0)) {
-        cli_usage_error(cmd, "%s: '%s' is not a size (e.g. 2G, 512M, 1048576)", flag, text);
+    /* Converted only when it fits: (size_t) of 1e30 or inf is undefined
+     * (gcc -O2 made it 0: "--memory 1e30" was refused as "0 bytes"). */
+    double bytes = v * mult;
+    if (errno || end == text || *end || !(bytes >= 1) || !(bytes < 0x1p63)) {
+        cli_usage_error(cmd, "%s: '%s' is not a size from 1 byte to 8 EiB (e.g. 2G, 512M, 1048576)", flag, text);
         return false;
     }
-    *out = (size_t)(v * mult);
+    *out = (size_t)bytes;
     return true;
 }
 

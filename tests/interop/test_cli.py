@@ -104,6 +104,14 @@ def main():
         check(p.returncode == 2 and one_line(p) and "--json takes no value" in p.stderr,
               f"{c} --json=1: exit {p.returncode} {p.stderr!r}")
 
+    # A size is refused unless it is 1 byte to 8 EiB: (size_t)1e30 was undefined (0 here).
+    for c, flag, extra in (("fuse", "--memory", [truth, "-o", os.path.join(TMP, "m.zarr")]),
+                           ("estimate", "--cache", ["-o", os.path.join(TMP, "m.yaml"), "--overlap", "10"])):
+        for v in ("1e30", "inf", "0.5", "1e19"):
+            p = run(c, plate, *extra, flag, v)
+            check(p.returncode == 2 and one_line(p) and flag in p.stderr and v in p.stderr,
+                  f"{c} {flag} {v}: exit {p.returncode} {p.stderr!r}")
+
     # A failure that is not a usage error: exit 1, one line naming the file.
     p = run("fuse", plate, os.path.join(TMP, "missing.yaml"), "-o", os.path.join(TMP, "g.zarr"))
     check(p.returncode == 1 and one_line(p) and "missing.yaml" in p.stderr, f"fuse missing shifts: {p.returncode} {p.stderr!r}")
