@@ -3,7 +3,8 @@
  *   an outlier, a weak and an unmatched pair planned again, a row's own
  *   median as its prediction, no model from too few pairs;
  * - the confined search finds an overlap of 8 px where the nominal one is
- *   24 (the first pass's strips cut for 24 px miss it) within 0.1 px, and
+ *   24 (the first pass's strips cut for 24 px miss it) within 0.1 px, one of
+ *   6 px in a window wide enough to be searched on block means first, and
  *   within 1 px below min_ncc when the content is faint (NCC 0.2: a clear
  *   peak, 2.75 times the mirrored strips' best); a blank tile's pair
  *   (noise only) is never accepted;
@@ -114,8 +115,14 @@ static void add_noise(float *t, unsigned seed, double amp) {
 }
 
 /* Searches the pair (a, b) for a model predicting overlap 24 with window
- * 18 px along, 4 across. */
+ * rx px along (18 unless given), 4 across (20 with a wider rx). */
+static ts_rereg_result search_rx(const float *a, const float *b, bool have_first, double fdy, double fdx, int rx);
+
 static ts_rereg_result search(const float *a, const float *b, bool have_first, double fdy, double fdx) {
+    return search_rx(a, b, have_first, fdy, fdx, 18);
+}
+
+static ts_rereg_result search_rx(const float *a, const float *b, bool have_first, double fdy, double fdx, int rx) {
     ts_register_options opt;
     ts_register_options_init(&opt);
     opt.background_px = 0;
@@ -125,8 +132,8 @@ static ts_rereg_result search(const float *a, const float *b, bool have_first, d
     d->valid = true;
     d->offset[0] = 0;
     d->offset[1] = W - NOMINAL;
-    d->radius[0] = 4;
-    d->radius[1] = 18;
+    d->radius[0] = rx > 18 ? 20 : 4; /* a wide window: 20 across */
+    d->radius[1] = rx;
     d->overlap = NOMINAL;
     ts_strip_geometry base, g;
     assert_true(ts_stage_geometry(&m, TS_PAIR_RIGHT, H, W, &opt, &base));
@@ -152,6 +159,15 @@ static void test_confined_search(void **state) {
     assert_true(fabs(x.dy - 2) < 0.1 && fabs(x.dx - (W - 8)) < 0.1);
     assert_true(x.ncc > 0.5);
     assert_true(ts_reregister_accept(&x, 0.25));
+
+    /* A window too wide for the full-resolution search (block means
+     * first): a 6-px overlap is found, not lost on the coarse level's edge. */
+    float *b6 = cut(img, iw, 2, W - 6);
+    add_noise(b6, 6u, 2.0);
+    ts_rereg_result x6 = search_rx(a, b6, false, 0, 0, 60);
+    assert_true(ts_reregister_accept(&x6, 0.25));
+    assert_true(fabs(x6.dy - 2) < 0.1 && fabs(x6.dx - (W - 6)) < 0.1);
+    free(b6);
 
     /* The same, the content faint under the noise: below min_ncc, still a
      * clear peak above the mirrored strips' best. */
