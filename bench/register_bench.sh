@@ -5,7 +5,8 @@
 #     RSS; THREADS threads: pairs/s end to end;
 #   - the floor (bench/register_floor.c): decoding every tile once plus, per
 #     pair, the FFTW r2c of both strips and one c2r at estimate's strip
-#     shapes, CPU ms per pair; the ratio tessera / floor (target <= 3);
+#     shapes, CPU ms per pair; the ratio tessera / floor (target <= 3), also
+#     with --no-stage-model where estimate has it (the first pass alone);
 #   - scikit-image phase_cross_correlation on the same strips
 #     (bench/register_bench.py): pairs/s of the correlation alone, error.
 #   bash bench/register_bench.sh [BUILD_DIR] [THREADS]   (default build, 2)
@@ -29,6 +30,8 @@ print(1e3 * ($user + $sys) / n, 1e3 * $wall / n, $rss / 1024, d['pairs_per_secon
   read -r MS_CPU MS_WALL RSS_MB PPS <<< "$best"
 }
 
+NO_STAGE=""
+"$T" estimate --help 2>&1 | grep -q -- --no-stage-model && NO_STAGE=--no-stage-model
 for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x2048 256"; do
   set -- $cfg
   GRID=$1 TILE=$2 OVERLAP=$3
@@ -40,6 +43,11 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
   FLOOR_MS=$(sed -n 's/^floor:.* \([0-9.]*\) ms\/pair$/\1/p' <<< "$FLOOR")
   run --threads "$THREADS"
   printf 'tessera threads %s: %s pairs/s end to end, peak_rss_mb=%.1f\n' "$THREADS" "$PPS" "$RSS_MB"
+  if [ -n "$NO_STAGE" ]; then # the first pass alone (the stage model's pass is extra work)
+    run --threads 1 $NO_STAGE
+    printf 'tessera threads 1 %s: %.2f ms/pair CPU (%.2f wall), ratio %.2f to the floor, peak_rss_mb=%.1f\n' \
+      "$NO_STAGE" "$MS_CPU" "$MS_WALL" "$("$PY" -c "print($MS_CPU / $FLOOR_MS)")" "$RSS_MB"
+  fi
   run --threads 1
   printf 'tessera threads 1: %.2f ms/pair CPU (%.2f wall), floor %.2f ms/pair, ratio %.2f (target <= 3), peak_rss_mb=%.1f\n' \
     "$MS_CPU" "$MS_WALL" "$FLOOR_MS" "$("$PY" -c "print($MS_CPU / $FLOOR_MS)")" "$RSS_MB"
