@@ -43,6 +43,12 @@ def solve(A0, w, d, x0=None):
     return x
 
 
+def seams(x, truth, a, b):
+    """Neighbour pairs whose solved offset is off the true one by > 2 px."""
+    off = (x[b] - x[a]) - (truth[b] - truth[a])
+    return int((np.hypot(off[:, 0], off[:, 1]) > 2.0).sum())
+
+
 def gauge(x, target):
     x = x + (target - x).mean(axis=0)
     return x - x.min(axis=0)
@@ -61,7 +67,8 @@ def main():
     t_l2 = time.perf_counter() - t0
     p2 = gauge(x2, target)
     tess = np.fromfile(prefix + ".l2.pos", np.float64).reshape(n, 2)
-    print(f"scipy lsmr l2: seconds={t_l2:.3f} max|tessera-scipy|_px={np.abs(tess - p2).max():.2e}")
+    print(f"scipy lsmr l2: seconds={t_l2:.3f} max|tessera-scipy|_px={np.abs(tess - p2).max():.2e}"
+          f" seams_over_2px={seams(x2, truth, a, b)}")
 
     k = min(l1_iters, cap)
     x = x2
@@ -73,6 +80,7 @@ def main():
     per = t_l1 / k
     print(f"scipy lsmr l1 (IRLS): seconds={t_l1:.3f} for {k} iterations ({per:.3f} s/iteration); "
           f"{l1_iters} iterations as tessera -> ~{per * l1_iters:.1f} s"
+          f" seams_over_2px={seams(x, truth, a, b)} (after {k} iterations)"
           f" peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
 
 
