@@ -255,6 +255,18 @@ typedef enum ts_positions_source {
     TS_POSITIONS_FILE
 } ts_positions_source;
 
+/* Where fusion (and, later, registration) runs (docs/gpu.md): CPU (the
+ * default until the device checks have run), GPU (TS_ERR_UNSUPPORTED
+ * saying why when this build has no CUDA backend or finds no device), or
+ * AUTO (the GPU when there is one, else the CPU). */
+typedef enum ts_device { TS_DEVICE_CPU = 0, TS_DEVICE_GPU, TS_DEVICE_AUTO } ts_device;
+/* "cpu", "gpu", "auto". */
+const char *ts_device_name(ts_device d);
+/* Whether a GPU backend can run here: true with a description of the
+ * device(s) in buf; false with why not ("built without CUDA", "no CUDA
+ * device: ..."). buf may be NULL. */
+bool ts_gpu_info(char *buf, size_t n);
+
 typedef struct ts_estimate_options {
     const char *input;        /* plate store (required) */
     const char *output;       /* shifts YAML to write (required) */
@@ -284,6 +296,9 @@ typedef struct ts_estimate_options {
      * registered again inside the window the trusted pairs allow
      * (docs/register.md, "Stage model"). Default false. */
     bool no_stage_model;
+    /* Default TS_DEVICE_CPU; registration on the GPU is not wired in yet
+     * (docs/gpu.md): GPU is TS_ERR_UNSUPPORTED, AUTO runs on the CPU. */
+    ts_device device;
     /* Where the tiles are expected (docs/register.md, "Stage positions"):
      * TS_POSITIONS_NAMES (default) the grid of the position names x the
      * nominal pitch; METADATA each image's OME-NGFF translation divided by
@@ -423,6 +438,8 @@ typedef struct ts_fuse_options {
      * (TS_ERR_ARG naming what differs) when the options, inputs or layouts
      * are not the interrupted run's, and when there is no such run. */
     bool resume;
+    /* Default TS_DEVICE_CPU (docs/gpu.md): the GPU writes the same bytes. */
+    ts_device device;
 } ts_fuse_options;
 
 void ts_fuse_options_init(ts_fuse_options *opt);
@@ -445,6 +462,7 @@ typedef struct ts_fuse_result {
      * given flags are used; the CLI warns). */
     bool orientation_mismatch;
     ts_orientation file_orientation;
+    ts_device device_used;          /* TS_DEVICE_CPU or TS_DEVICE_GPU (label images: always the CPU) */
     /* (A shifts file's tile_shape that differs from the oriented tiles is
      * an error: the origins were measured on tiles of another shape.) */
 } ts_fuse_result;

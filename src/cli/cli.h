@@ -39,6 +39,8 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
 /* Warns on stderr when the orientation flags given differ from the shifts file's. */
 void cli_fuse_warn(const char *cmd, const ts_fuse_result *r);
 struct json_t *cli_fuse_json(const ts_fuse_result *r, double seconds);
+/* --device cpu|gpu|auto into *d; false (usage error printed) otherwise. */
+bool cli_device(const char *cmd, const char *v, ts_device *d);
 
 /* Flags that estimate, fuse and stitch share with one meaning. */
 typedef struct cli_common {

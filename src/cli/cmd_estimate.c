@@ -59,6 +59,8 @@ static const char *ESTIMATE_USAGE =
     "  --names-yx             position names are YYYXXX (default XXXYYY)\n"
     "  --wells LIST           only these wells, e.g. A/1,B/3\n"
     "running:\n"
+    "  --device cpu|gpu|auto  default cpu; registration on the GPU is not wired in\n"
+    "                         yet (docs/gpu.md): gpu is an error, auto runs on the CPU\n"
     "  --threads N            worker threads, default all cores\n"
     "  --cache BYTES          tile cache bound (e.g. 2G, 512M), default 1G\n"
     "  --accept-poor          write the shifts file even when the quality check\n"
@@ -252,6 +254,11 @@ int cmd_estimate(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--report")) {
             if (!(report = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+            continue;
+        }
+        if (!strcmp(argv[i], "--device")) { /* estimate's own: stitch's --device is fuse's */
+            const char *v = cli_value(cmd, argc, argv, &i);
+            if (!v || !cli_device(cmd, v, &o.device)) return CLI_USAGE;
             continue;
         }
         int r = cli_estimate_option(cmd, argc, argv, &i, &o, &overlaps);

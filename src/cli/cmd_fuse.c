@@ -45,6 +45,9 @@ static const char *FUSE_USAGE =
     "running:\n"
     "  --threads N            worker threads, default all cores\n"
     "  --memory BYTES         working-memory bound (e.g. 2G, 512M), default 2G\n"
+    "  --device cpu|gpu|auto  where blocks are blended (docs/gpu.md): cpu (default),\n"
+    "                         gpu (an error without a CUDA device), auto (the GPU\n"
+    "                         if there is one); the same bytes on either\n"
     "  --resume               continue a killed run that was writing the new store\n"
     "                         OUT (same options and inputs): its complete blocks are\n"
     "                         checked and kept, the rest written\n"
@@ -104,6 +107,9 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
         if (!cli_size(cmd, a, v, &o->memory)) return -1;
     } else if (!strcmp(a, "--resume")) {
         o->resume = true;
+    } else if (!strcmp(a, "--device")) {
+        VALUE();
+        if (!cli_device(cmd, v, &o->device)) return -1;
     } else {
         return 0;
     }
@@ -120,8 +126,16 @@ void cli_fuse_warn(const char *cmd, const ts_fuse_result *r) {
                 r->file_orientation.flipud, r->file_orientation.fliplr, r->file_orientation.rot90);
 }
 
+bool cli_device(const char *cmd, const char *v, ts_device *d) {
+    if (!strcmp(v, "cpu")) *d = TS_DEVICE_CPU;
+    else if (!strcmp(v, "gpu")) *d = TS_DEVICE_GPU;
+    else if (!strcmp(v, "auto")) *d = TS_DEVICE_AUTO;
+    else { cli_usage_error(cmd, "--device: '%s' is not cpu, gpu or auto", v); return false; }
+    return true;
+}
+
 json_t *cli_fuse_json(const ts_fuse_result *r, double seconds) {
-    return json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:[I,I], s:i, s:i, s:I, s:{s:b, s:b, s:i}, s:b, s:b, "
+    json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:[I,I], s:i, s:i, s:I, s:{s:b, s:b, s:i}, s:b, s:b, "
                      "s:f, s:f}",
                      "wells", r->wells, "tiles", (json_int_t)r->tiles, "strips_read", (json_int_t)r->strips_read,
                      "blocks_written", (json_int_t)r->blocks_written, "blocks_resumed",
@@ -132,6 +146,9 @@ json_t *cli_fuse_json(const ts_fuse_result *r, double seconds) {
                      r->orientation.rot90, "orientation_from_file", r->orientation_from_file,
                      "orientation_mismatch", r->orientation_mismatch, "seconds", seconds, "megapixels_per_second",
                      seconds > 0 ? (double)r->output_pixels / 1e6 / seconds : 0.0);
+    /* Which device blended (--device auto falls back to the CPU). */
+    json_object_set_new(j, "device", json_string(ts_device_name(r->device_used)));
+    return j;
 }
 
 int cmd_fuse(int argc, char **argv) {

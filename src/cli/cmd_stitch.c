@@ -31,6 +31,8 @@ static const char *STITCH_USAGE =
     "                                                         estimate options\n"
     "  --format, --blend, --exponent, --dtype, --chunk, --shard, --codec,\n"
     "  --levels, --tcz, --t-out, --memory                     fuse options\n"
+    "  --device cpu|gpu|auto  where fusion runs (fuse --help; registration stays\n"
+    "                         on the CPU)\n"
     "  --flipud, --fliplr, --rot90 K, --wells LIST, --threads N   both steps\n"
     "  --progress MODE        auto (default: a bar on a terminal, else a log line\n"
     "                         every 15 s and at each stage's end), bar,\n"

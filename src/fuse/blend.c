@@ -7,6 +7,7 @@
 
 #include "common/orient.h"
 #include "fuse/fuse_internal.h"
+#include "gpu/gpu.h"
 
 ts_status fuse_weights_init(fuse_well *W, ts_error *err) {
     W->shapes = calloc((size_t)W->ntiles, sizeof *W->shapes);
@@ -156,6 +157,7 @@ static void kept_release(fuse_well *W, kept_plane *k) {
 
 static void strip_free(void *user, fuse_strip *strip) {
     fuse_well *W = user;
+    if (W->gpu) ts_gpu_fuse_forget(W->gpu, strip); /* its device copy first (docs/gpu.md, rule 4) */
     if (strip->owner) kept_release(W, strip->owner);
     else buf_free(W, strip->data, strip->bytes);
     strip->owner = NULL;
@@ -435,6 +437,10 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
     const fuse_layout *L = &W->L;
     int64_t ti, z, b;
     unit_coords(W, unit, &ti, &z, &b);
+    if (W->gpu) { /* --device gpu: every level on the device (gpu_block.c) */
+        st = fuse_gpu_block(W, sc, worker, b, bx, strips, nstrips, err);
+        return st ? st : fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
+    }
     const fuse_band *band = &W->plan->bands[b];
     const int64_t B = L->block;
     const int64_t y0 = band->y0, y1 = band->y1;

@@ -76,6 +76,13 @@ static ts_status check_options(const ts_fuse_options *o, ts_error *err) {
     ts_status st = ts_check_output_path("output", o->output, inputs, 2, err);
     if (st) return st;
     if (o->memory < ((size_t)16 << 20)) return ts_fail(err, TS_ERR_ARG, "fuse: memory bound %zu bytes is below 16 MiB", o->memory);
+    if (o->device != TS_DEVICE_CPU && o->device != TS_DEVICE_GPU && o->device != TS_DEVICE_AUTO)
+        return ts_fail(err, TS_ERR_ARG, "fuse: device %d is not cpu, gpu or auto", (int)o->device);
+    /* --device gpu without one fails before anything is written
+     * (docs/gpu.md); auto runs on the CPU then. */
+    char why[512];
+    if (o->device == TS_DEVICE_GPU && !ts_gpu_info(why, sizeof why))
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "fuse --device gpu: %s", why);
     return TS_OK;
 }
 
@@ -525,6 +532,7 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     if (st == TS_OK && !first) st = fuse_output_open(&W, write_path, false, err);
     if (st == TS_OK) st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err);
     if (st == TS_OK) st = scratch_alloc(&W, err);
+    if (st == TS_OK) st = fuse_gpu_start(&W, err);
     if (st == TS_OK) st = run_bands(&W, &sz, usable, pool, &stats, err);
     /* Image metadata last, once every rank's data is in: a mosaic is only
      * advertised once complete. */
@@ -553,8 +561,10 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
         res->chunk = (int)W.L.chunk;
         res->shard = (int)(W.L.block / W.L.chunk);
         if (stats.peak_strip_bytes > res->peak_strip_bytes) res->peak_strip_bytes = stats.peak_strip_bytes;
+        if (W.gpu) res->device_used = TS_DEVICE_GPU;
     }
 done:
+    fuse_gpu_stop(&W);
     fuse_recycle_drain(&W);
     pthread_mutex_destroy(&W.recycle_mu);
     scratch_free(&W);

@@ -89,6 +89,9 @@ typedef struct fuse_well {
      * all of whose names the last one lists in the mosaic's labels group. */
     int label_index, nlabel_names;
     const char (*label_names)[TS_LABEL_NAME_MAX];
+    /* --device gpu/auto (gpu_block.c, docs/gpu.md): the CUDA backend's
+     * context for this well; NULL: the CPU kernels. */
+    struct ts_gpu_fuse *gpu;
 } fuse_well;
 
 /* tiles.c: the tiles of a well, placed (origins, oriented shapes, T/C/Z);
@@ -152,6 +155,14 @@ void fuse_tile_image_path(const fuse_well *W, int p, char *out, size_t n);
 /* Image metadata and level-0 array of position p (with W->sub). */
 ts_status fuse_tile_image_meta(const fuse_well *W, int p, ts_image_meta *meta, ts_error *err);
 ts_status fuse_tile_open(const fuse_well *W, int p, ts_image_meta *meta, tz_array **arr, ts_error *err);
+
+/* gpu_block.c: the GPU seam. fuse_gpu_start makes W->gpu when the
+ * options ask for the GPU (and, for auto, there is one); NULL otherwise. */
+ts_status fuse_gpu_start(fuse_well *W, ts_error *err);
+void fuse_gpu_stop(fuse_well *W);
+/* Every level of block bx of band `band` into sc->level[] on the GPU. */
+ts_status fuse_gpu_block(fuse_well *W, fuse_scratch *sc, int worker, int64_t band, int64_t bx,
+                         const fuse_strip *const *strips, int nstrips, ts_error *err);
 
 /* output.c: output arrays and block writes. */
 /* Opens the arrays of every level at image_path: create, the first rank:

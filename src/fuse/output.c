@@ -149,7 +149,7 @@ ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t, int64_t z,
     const fuse_layout *L = &W->L;
     for (int k = 0; k <= L->levels; k++) {
         int64_t Bk = L->block >> k;
-        if (k > 0) {
+        if (k > 0 && !W->gpu) { /* the GPU wrote every level (gpu_block.c) */
             /* Valid extent of this block at level k-1, then 2x mean. */
             int64_t Bp = L->block >> (k - 1);
             int64_t hp = level_extent(L->canvas_h, k - 1) - band * Bp;

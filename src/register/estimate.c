@@ -399,6 +399,18 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
 static ts_status check_options(const ts_estimate_options *opt, ts_error *err) {
     if (!opt->input || !*opt->input) return ts_fail(err, TS_ERR_ARG, "estimate: no input plate given");
     if (!opt->output || !*opt->output) return ts_fail(err, TS_ERR_ARG, "estimate: no output file given");
+    /* docs/gpu.md: the batched cuFFT surfaces (src/gpu/phasecorr.cu) are
+     * not called by estimate yet, so --device gpu is refused rather than
+     * quietly run on the CPU; auto runs on the CPU. */
+    if (opt->device == TS_DEVICE_GPU) {
+        char why[512];
+        if (!ts_gpu_info(why, sizeof why))
+            return ts_fail(err, TS_ERR_UNSUPPORTED, "estimate --device gpu: %s", why);
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "estimate --device gpu: registration on the GPU is not wired into "
+                       "estimate yet (docs/gpu.md); use --device cpu or auto");
+    }
+    if (opt->device != TS_DEVICE_CPU && opt->device != TS_DEVICE_AUTO)
+        return ts_fail(err, TS_ERR_ARG, "estimate: device %d is not cpu, gpu or auto", (int)opt->device);
     if (opt->overlap_x <= 0 || opt->overlap_y <= 0)
         return ts_fail(err, TS_ERR_ARG, "estimate: overlap must be positive (x %d, y %d px)",
                        opt->overlap_x, opt->overlap_y);
