@@ -142,10 +142,40 @@ static bool yx_pair(const json_t *v, double yx[2]) {
            finite_px(json_array_get(v, 1), &yx[1]);
 }
 
+/* An integer in [lo, hi] (json_unpack's "i" keeps the low 32 bits of a
+ * larger one: 2^32 + 1 became 1); the YAML reader's bounds, so that what
+ * is written reads back. */
+static bool int_in(const json_t *v, long lo, long hi, int *out) {
+    if (!json_is_integer(v)) return false;
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) return false;
+    *out = (int)x;
+    return true;
+}
+
+/* Names are written into the YAML as they are: one with a control
+ * character (a line break) was written across lines, and the reader
+ * refused the file. */
+static bool printable(const char *name) {
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return false;
+    return true;
+}
+
+/* A refused name as a message shows it: control characters as \xNN. */
+static ts_status bad_name(jctx *c, const char *what, const char *name) {
+    char shown[200];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && n + 5 < sizeof shown; p++)
+        n += (size_t)snprintf(shown + n, sizeof shown - n, *p < 0x20 || *p == 0x7f ? "\\x%02x" : "%c", *p);
+    return bad(c, what, shown);
+}
+
 /* "A/1/000000" -> well index (added) and tile index (added). */
 static ts_status tile_of_key(jctx *c, ts_shifts *s, const char *key, int *wi, int *ti) {
     const char *slash = strrchr(key, '/');
     if (!slash || slash == key || !slash[1]) return bad(c, "a tile key is not WELL/POSITION", key);
+    if (!printable(key)) return bad_name(c, "a tile key holds a control character", key);
     char well[32];
     size_t wl = (size_t)(slash - key);
     if (wl >= sizeof well) return bad(c, "a well name is too long", key);
@@ -160,6 +190,7 @@ static ts_status put_tiles(jctx *c, ts_shifts *s, const json_t *tiles) {
     const char *well;
     const json_t *names;
     json_object_foreach((json_t *)tiles, well, names) {
+        if (!printable(well)) return bad_name(c, "a well name holds a control character", well);
         int wi = ts_shifts_add_well(s, well);
         if (wi < 0) return bad(c, "a well name is too long", well);
         if (!json_is_array(names)) return bad(c, "tiles of a well are not a list", well);
@@ -168,6 +199,8 @@ static ts_status put_tiles(jctx *c, ts_shifts *s, const json_t *tiles) {
         json_array_foreach(names, i, n) {
             if (!json_is_string(n) || ts_shifts_add_tile(s, wi, json_string_value(n)) < 0)
                 return bad(c, "a tile name is not a short string", well);
+            if (!printable(json_string_value(n)))
+                return bad_name(c, "a tile name holds a control character", json_string_value(n));
         }
     }
     return TS_OK;
@@ -234,6 +267,10 @@ static ts_status put_residuals(jctx *c, ts_shifts *s, const json_t *res, const j
         json_array_foreach(list, i, r) {
             ts_shift_pair *p = &s->wells[wi].pairs[i];
             if (!json_is_array(r) || json_array_size(r) != 2) return bad(c, "a residual is not [ry, rx]", well);
+            /* Unknown is [null, null]: the file writes a residual with one
+             * axis unknown as null, losing the other. */
+            if (json_is_null(json_array_get(r, 0)) != json_is_null(json_array_get(r, 1)))
+                return bad(c, "a residual is [ry, rx] or [null, null] (unknown), not known on one axis only", well);
             for (int k = 0; k < 2; k++) {
                 const json_t *v = json_array_get(r, (size_t)k);
                 double d = NAN;
@@ -260,15 +297,22 @@ static ts_status put_edges(jctx *c, ts_shifts *s, const json_t *conf) {
     const char *well;
     const json_t *edges;
     json_object_foreach((json_t *)conf, well, edges) {
+        if (!printable(well)) return bad_name(c, "a well name holds a control character", well);
         int wi = ts_shifts_add_well(s, well);
         if (wi < 0 || !json_is_object(edges)) return bad(c, "confidence of a well is not a mapping", well);
         const char *id;
         const json_t *e;
         json_object_foreach((json_t *)edges, id, e) {
             int xa, ya, xb, yb;
-            double cf;
-            if (json_unpack((json_t *)e, "[[ii][ii]F]", &xa, &ya, &xb, &yb, &cf) != 0 || !(cf >= 0 && cf <= 1))
-                return bad(c, "a confidence entry is not [[xa, ya], [xb, yb], c] with c in [0, 1]", well);
+            json_t *ca, *cb, *cv;
+            double cf = NAN;
+            if (json_unpack((json_t *)e, "[ooo!]", &ca, &cb, &cv) == 0 && json_is_number(cv)) cf = json_number_value(cv);
+            if (!json_is_array(ca) || !json_is_array(cb) || json_array_size(ca) != 2 || json_array_size(cb) != 2 ||
+                !int_in(json_array_get(ca, 0), 0, 999, &xa) || !int_in(json_array_get(ca, 1), 0, 999, &ya) ||
+                !int_in(json_array_get(cb, 0), 0, 999, &xb) || !int_in(json_array_get(cb, 1), 0, 999, &yb) ||
+                !(cf >= 0 && cf <= 1))
+                return bad(c, "a confidence entry is not [[xa, ya], [xb, yb], c] with grid cells 0..999 and c in "
+                           "[0, 1]", well);
             if (ts_shifts_add_edge(s, wi, xa, ya, xb, yb, cf) < 0) return ts_fail(c->err, TS_ERR_NOMEM, "out of memory");
         }
     }
@@ -278,10 +322,25 @@ static ts_status put_edges(jctx *c, ts_shifts *s, const json_t *conf) {
 /* A file given positions only (a binding's own placement) gets the integer
  * origins the solve would write: each well moved so its minimum is 0, then
  * rounded to nearest. */
-static void origins_from_positions(ts_shifts *s) {
+static ts_status origins_from_positions(jctx *c, ts_shifts *s) {
     for (int wi = 0; wi < s->nwells; wi++) {
         ts_well_shifts *w = &s->wells[wi];
         if (!w->position) continue;
+        /* Moving only the tiles without an origin would place them in
+         * another frame than those with one (whose positions stay). */
+        int with = -1, without = -1;
+        for (int t = 0; t < w->ntiles; t++) {
+            if (w->has_origin[t]) with = t;
+            else if (isfinite(w->position[t][0]) && isfinite(w->position[t][1])) without = t;
+        }
+        if (with >= 0 && without >= 0) {
+            char k1[80], k2[80];
+            snprintf(k1, sizeof k1, "%s/%s", w->well, w->tiles[with]);
+            snprintf(k2, sizeof k2, "%s/%s", w->well, w->tiles[without]);
+            return ts_fail(c->err, TS_ERR_FORMAT, "%s: shifts JSON: tile %s has positions but no total_translation "
+                           "while %s of its well has one: give both for every tile of the well, or positions only",
+                           c->path, k2, k1);
+        }
         double lo[2] = {INFINITY, INFINITY};
         for (int t = 0; t < w->ntiles; t++)
             for (int k = 0; k < 2; k++)
@@ -295,6 +354,7 @@ static void origins_from_positions(ts_shifts *s) {
             w->has_origin[t] = true;
         }
     }
+    return TS_OK;
 }
 
 static const char *const known_keys[] = {"total_translation", "positions", "tiles", "pairs", "residuals",
@@ -328,16 +388,18 @@ static ts_status json_to_shifts(jctx *c, const json_t *root, ts_shifts *s) {
     if ((o = json_object_get(root, "confidence")) && (st = put_edges(c, s, o)) != TS_OK) return st;
     if ((o = json_object_get(root, "tile_shape"))) {
         int h, w;
-        if (json_unpack((json_t *)o, "[ii]", &h, &w) != 0 || h <= 0 || w <= 0)
-            return bad(c, "not [H, W] with H, W > 0", "tile_shape");
+        if (!json_is_array(o) || json_array_size(o) != 2 || !int_in(json_array_get(o, 0), 1, 1000000000L, &h) ||
+            !int_in(json_array_get(o, 1), 1, 1000000000L, &w))
+            return bad(c, "not [H, W] with H, W in 1..10^9", "tile_shape");
         s->has_tile_shape = true;
         s->tile_shape[0] = h;
         s->tile_shape[1] = w;
     }
     if ((o = json_object_get(root, "orientation"))) {
         int fu = 0, fl = 0, k = 0;
-        if (json_unpack((json_t *)o, "{s?b,s?b,s?i!}", "flipud", &fu, "fliplr", &fl, "rot90", &k) != 0 || k < 0 ||
-            k > 3)
+        json_t *kv = NULL;
+        if (json_unpack((json_t *)o, "{s?b,s?b,s?o!}", "flipud", &fu, "fliplr", &fl, "rot90", &kv) != 0 ||
+            (kv && !int_in(kv, 0, 3, &k)))
             return bad(c, "not {flipud: bool, fliplr: bool, rot90: 0..3}", "orientation");
         s->has_orientation = true;
         s->orientation = (ts_orientation){.flipud = fu, .fliplr = fl, .rot90 = k};
@@ -351,7 +413,7 @@ static ts_status json_to_shifts(jctx *c, const json_t *root, ts_shifts *s) {
             return bad(c, "not a positive [py, px]", "nominal_pitch");
         s->has_nominal_pitch = true;
     }
-    origins_from_positions(s);
+    if ((st = origins_from_positions(c, s)) != TS_OK) return st;
     for (int wi = 0; wi < s->nwells; wi++)
         for (int t = 0; t < s->wells[wi].ntiles; t++)
             if (!s->wells[wi].has_origin[t]) {
