@@ -280,10 +280,12 @@ static int blame_round(grid_edge *e, int ne, const grid_loop *l, int nl, double 
  * pairs they share that no good loop vouches for (the candidates). The
  * sparsest explanation: the fewest candidates whose errors, fitted to the
  * loops by least squares, close every loop of the cluster to T. When one
- * set of that size fits, it is condemned; when several do (the four pairs
- * of a tile three of which are wrong: any of them may be the right one),
- * only the pairs in all of them. Clusters larger than this are left to the
- * solve's L1. */
+ * set of that size fits, it is condemned, its fitted errors taken out.
+ * When several do (the four pairs of a tile three of which are wrong: any
+ * of them may be the right one), nothing is: even a pair in every fit has
+ * no one error to take out, and left in, it would make the cluster's right
+ * pairs look wrong to the next rounds. Clusters larger than this are left
+ * to the solve's L1. */
 #define CLUSTER_MAX_LOOPS 16
 #define CLUSTER_MAX_EDGES 16
 #define CLUSTER_MAX_BLAME 4
@@ -354,18 +356,14 @@ static int explain_cluster(grid_edge *e, const grid_loop *l, const int *loops, i
                            int ncand, double t, double (*r)[2]) {
     for (int k = 1; k <= CLUSTER_MAX_BLAME && k <= ncand; k++) {
         int idx[CLUSTER_MAX_BLAME], sel[CLUSTER_MAX_BLAME], nfit = 0;
-        int in_all[CLUSTER_MAX_EDGES] = {0};
         double err[CLUSTER_MAX_BLAME][2], first_err[CLUSTER_MAX_BLAME][2];
         int first[CLUSTER_MAX_BLAME];
         for (int j = 0; j < k; j++) idx[j] = j;
         for (;;) {
             for (int j = 0; j < k; j++) sel[j] = cand[idx[j]];
-            if (explains(l, loops, nloops, sel, k, t, r, err)) {
-                if (nfit++ == 0) {
-                    memcpy(first, idx, sizeof first);
-                    memcpy(first_err, err, sizeof first_err);
-                }
-                for (int j = 0; j < k; j++) in_all[idx[j]]++;
+            if (explains(l, loops, nloops, sel, k, t, r, err) && nfit++ == 0) {
+                memcpy(first, sel, sizeof first);
+                memcpy(first_err, err, sizeof first_err);
             }
             int j = k - 1; /* the next k-subset of 0..ncand-1 */
             while (j >= 0 && idx[j] == ncand - k + j) j--;
@@ -374,19 +372,14 @@ static int explain_cluster(grid_edge *e, const grid_loop *l, const int *loops, i
             for (int q = j + 1; q < k; q++) idx[q] = idx[q - 1] + 1;
         }
         if (nfit == 0) continue;
-        int n = 0;
+        if (nfit > 1) return 0;
         for (int j = 0; j < k; j++) {
-            if (in_all[first[j]] != nfit) continue;
-            grid_edge *g = &e[cand[first[j]]];
+            grid_edge *g = &e[first[j]];
             g->condemned = 1;
-            /* The fit is the error only when it is the one explanation. */
-            if (nfit == 1) {
-                g->dn[0] -= first_err[j][0];
-                g->dn[1] -= first_err[j][1];
-            }
-            n++;
+            g->dn[0] -= first_err[j][0];
+            g->dn[1] -= first_err[j][1];
         }
-        return n;
+        return k;
     }
     return 0;
 }
