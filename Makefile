@@ -5,6 +5,11 @@
 BUILD      ?= build
 BUILD_SAN  ?= build-sanitize
 BUILD_FUZZ ?= build-fuzz
+BUILD_CUDA ?= build-cuda
+# The CUDA build of `make test-cuda` (docs/gpu.md): one architecture keeps
+# CI's compile short (sm_90: H100/H200); the library's default is 80;90.
+CUDA_ARCHS ?= 90
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 FUZZ_SECONDS ?= 50
 JOBS       ?= $(shell nproc)
 DEMO_OUT   ?= demo-out
@@ -20,7 +25,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
 # Debian's clang and the libFuzzer runtime for its version (make fuzz).
 FUZZ_PACKAGES := clang libclang-rt-dev
 
-.PHONY: all deps deps-test build test test-sanitize fuzz demo bench clean install
+.PHONY: all deps deps-test build test test-sanitize test-cuda fuzz demo bench clean install
 
 all: build
 
@@ -69,6 +74,19 @@ test-sanitize: deps deps-test
 	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
+# The CUDA backend (docs/gpu.md), when nvcc is present: configured with
+# -DTESSERA_CUDA=ON, built, and its tests run: test_gpu compares the GPU
+# with the CPU byte for byte on a device and skips (77) without one;
+# test_gpu_cli checks --device either way. Without nvcc it says so and
+# succeeds (nothing to build).
+test-cuda: deps deps-test
+	@if [ -z "$(NVCC)" ]; then echo "test-cuda: no nvcc (CUDA toolkit) found; the CUDA backend is not built"; exit 0; fi; \
+	set -e; \
+	cmake -S . -B $(BUILD_CUDA) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=ON \
+	  -DCMAKE_CUDA_COMPILER=$(NVCC) -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)" >/dev/null; \
+	cmake --build $(BUILD_CUDA) -j $(JOBS) --target tessera_cli test_gpu test_fuse_kernels; \
+	cd $(BUILD_CUDA) && ctest --output-on-failure -R 'unit/test_gpu|interop/test_gpu_cli|unit/test_fuse_kernels'
+
 # libFuzzer targets of tests/fuzz (docs/fuzz.md), built with clang under
 # ASan + UBSan and run FUZZ_SECONDS each; any crash, leak, timeout or OOM
 # fails, its input saved under $(BUILD_FUZZ)/fuzz-artifacts (CI runs it).
@@ -102,4 +120,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(DEMO_OUT)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_CUDA) $(DEMO_OUT)

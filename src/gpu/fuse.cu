@@ -105,11 +105,17 @@ __device__ __forceinline__ unsigned short to_u16(float num, float den) {
 
 // Level 0 of a block: C x B x B; pixels outside the canvas are 0, as the
 // CPU's memsets leave them.
+// The strips are staged in shared memory when they fit (shared != 0),
+// else read from global memory (blocks of thousands of small tiles).
 __global__ void blend_block(unsigned char *out, int f32, long long B, long long y0, long long x0, long long y1,
-                            long long x1, const dev_strip *strips, int n) {
+                            long long x1, const dev_strip *strips, int n, int shared) {
     extern __shared__ dev_strip s_strips[];
-    for (int k = threadIdx.y * blockDim.x + threadIdx.x; k < n; k += blockDim.x * blockDim.y) s_strips[k] = strips[k];
-    __syncthreads();
+    if (shared) {
+        for (int k = threadIdx.y * blockDim.x + threadIdx.x; k < n; k += blockDim.x * blockDim.y)
+            s_strips[k] = strips[k];
+        __syncthreads();
+    }
+    const dev_strip *S = shared ? s_strips : strips;
     long long bxx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long byy = (long long)blockIdx.y * blockDim.y + threadIdx.y;
     int c = blockIdx.z;
@@ -123,7 +129,7 @@ __global__ void blend_block(unsigned char *out, int f32, long long B, long long 
     }
     float num = 0.0f, den = 0.0f;
     for (int k = 0; k < n; k++) {  // the CPU's order: a gather, no atomics
-        const dev_strip &s = s_strips[k];
+        const dev_strip &s = S[k];
         if (c >= s.nc || y < s.ya || y >= s.yb || x < s.xa || x >= s.xb) continue;
         long long ty = y - s.oy, tx = x - s.ox;
         long long e = s.origin + c * s.plane + (ty - s.r0) * s.row_step + tx;
@@ -338,14 +344,16 @@ static ts_status strip_device(ts_gpu_fuse *g, worker *w, const ts_gpu_strip *s, 
     u->host = s->data;
     u->origin = s->origin;
     u->r0 = s->r0;
+    // Listed before the copy, so that a failure below leaves it to
+    // ts_gpu_fuse_destroy (waiting on a never-recorded event is a no-op).
+    u->next = g->strips;
+    g->strips = u;
     if (w->stage_used) CK(cudaEventSynchronize(w->stage_free));  // rule 2
     memcpy(w->h_stage, (const unsigned char *)s->data + (size_t)lo * es, bytes);
     CK(cudaMemcpyAsync(u->d, w->h_stage, bytes, cudaMemcpyHostToDevice, w->stream));
     CK(cudaEventRecord(w->stage_free, w->stream));
     w->stage_used = true;
     CK(cudaEventRecord(u->ready, w->stream));
-    u->next = g->strips;
-    g->strips = u;
     *out = u;
     return TS_OK;
 }
@@ -420,9 +428,11 @@ extern "C" ts_status ts_gpu_fuse_block(ts_gpu_fuse *g, int worker_index, const t
     const int C = (int)g->cfg.C, f32 = g->cfg.f32;
     dim3 tb(32, 8);
     dim3 grid((unsigned)((B + 31) / 32), (unsigned)((B + 7) / 8), (unsigned)C);
-    blend_block<<<grid, tb, (size_t)m * sizeof(dev_strip), w->stream>>>(w->d_levels + g->level_off[0], f32, B,
-                                                                         blk->y0, blk->x0, blk->y1, blk->x1,
-                                                                         w->d_desc, m);
+    const size_t shared = (size_t)m * sizeof(dev_strip);
+    const bool in_shared = shared <= 32768;  // well inside the 48 KiB every device has
+    blend_block<<<grid, tb, in_shared ? shared : 0, w->stream>>>(w->d_levels + g->level_off[0], f32, B, blk->y0,
+                                                                 blk->x0, blk->y1, blk->x1, w->d_desc, m,
+                                                                 in_shared);
     CK(cudaGetLastError());
     for (int k = 1; k <= g->cfg.levels; k++) {
         long long Bk = B >> k, Bp = B >> (k - 1), hp = blk->hp[k], wp = blk->wp[k];

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <fftw3.h>
+#include <float.h>
+#include <math.h>
 
 #include "fuse/kernels.h"
 #include "gpu/gpu.h"
@@ -256,6 +259,78 @@ static void test_blocks(void **state) {
         }
 }
 
+/* The batched surfaces against FFTW computing phasecorr.c's formula:
+ * the same peak, and values within a relative 1e-4 of the surface's
+ * largest (cuFFT and FFTW round differently: not bytes). */
+static void fftw_surface(const float *a, const float *b, const float *g, int h, int w, float *surf) {
+    int wc = w / 2 + 1, nc = h * wc;
+    float *real = fftwf_malloc(sizeof(float) * (size_t)(h * w));
+    fftwf_complex *A = fftwf_malloc(sizeof(fftwf_complex) * (size_t)nc);
+    fftwf_complex *B = fftwf_malloc(sizeof(fftwf_complex) * (size_t)nc);
+    float *mag = malloc(sizeof(float) * (size_t)nc);
+    fftwf_plan fa = fftwf_plan_dft_r2c_2d(h, w, real, A, FFTW_ESTIMATE);
+    fftwf_plan fb = fftwf_plan_dft_r2c_2d(h, w, real, B, FFTW_ESTIMATE);
+    fftwf_plan iv = fftwf_plan_dft_c2r_2d(h, w, B, real, FFTW_ESTIMATE);
+    memcpy(real, a, sizeof(float) * (size_t)(h * w));
+    fftwf_execute(fa);
+    memcpy(real, b, sizeof(float) * (size_t)(h * w));
+    fftwf_execute(fb);
+    double sum = 0;
+    for (int i = 0; i < nc; i++) {
+        float re = A[i][0] * B[i][0] + A[i][1] * B[i][1], im = A[i][1] * B[i][0] - A[i][0] * B[i][1];
+        B[i][0] = re, B[i][1] = im;
+        mag[i] = (float)sqrt((double)re * re + (double)im * im);
+        sum += mag[i];
+    }
+    float eps = (float)(1e-6 * sum / nc) + FLT_MIN;
+    for (int i = 0; i < nc; i++) {
+        float s = g[i] / (mag[i] + eps);
+        B[i][0] *= s, B[i][1] *= s;
+    }
+    B[0][0] = B[0][1] = 0;
+    fftwf_execute(iv);
+    memcpy(surf, real, sizeof(float) * (size_t)(h * w));
+    fftwf_destroy_plan(fa), fftwf_destroy_plan(fb), fftwf_destroy_plan(iv);
+    fftwf_free(real), fftwf_free(A), fftwf_free(B), free(mag);
+}
+
+static void test_phasecorr(void **state) {
+    (void)state;
+    ts_error err;
+    const int n = 7, h = 48, w = 90, wc = w / 2 + 1;
+    float *a = malloc(sizeof(float) * (size_t)(n * h * w)), *b = malloc(sizeof(float) * (size_t)(n * h * w));
+    float *g = malloc(sizeof(float) * (size_t)(h * wc)), *surf = malloc(sizeof(float) * (size_t)(n * h * w));
+    float *ref = malloc(sizeof(float) * (size_t)(h * w));
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < wc; x++) g[y * wc + x] = (float)exp(-(double)(y * y + x * x) / 2000.0);
+    int sy[7], sx[7];
+    for (int i = 0; i < n; i++) {
+        sy[i] = (int)(rnd() % h), sx[i] = (int)(rnd() % w);
+        float *ai = a + i * h * w, *bi = b + i * h * w;
+        for (int k = 0; k < h * w; k++) ai[k] = (float)rnd() / 4294967296.0f - 0.5f;
+        /* b is a shifted circularly by (sy, sx), plus a little noise. */
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                bi[y * w + x] = ai[((y + sy[i]) % h) * w + (x + sx[i]) % w] + ((float)rnd() / 4294967296.0f - 0.5f) * 0.05f;
+    }
+    assert_int_equal(ts_gpu_phasecorr_batch(a, b, n, h, w, g, surf, &err), TS_OK);
+    for (int i = 0; i < n; i++) {
+        fftw_surface(a + i * h * w, b + i * h * w, g, h, w, ref);
+        const float *s = surf + i * h * w;
+        int pg = 0, pc = 0;
+        float top = 0, diff = 0;
+        for (int k = 0; k < h * w; k++) {
+            if (s[k] > s[pg]) pg = k;
+            if (ref[k] > ref[pc]) pc = k;
+            if (fabsf(ref[k]) > top) top = fabsf(ref[k]);
+            if (fabsf(s[k] - ref[k]) > diff) diff = fabsf(s[k] - ref[k]);
+        }
+        assert_int_equal(pg, pc);
+        assert_true(diff <= 1e-4f * top);
+    }
+    free(a), free(b), free(g), free(surf), free(ref);
+}
+
 int main(void) {
     char why[512];
     if (ts_gpu_devices(why, sizeof why) <= 0) {
@@ -267,6 +342,7 @@ int main(void) {
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_downsample),
         cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_phasecorr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
