@@ -21,7 +21,11 @@ static PyObject *TesseraError;
 /* ---------------------------------------------------------------- errors */
 
 static PyObject *raise_status(const ts_error *err) {
-    PyObject *exc = PyObject_CallFunction(TesseraError, "s", err->message);
+    /* A message naming a path that is not UTF-8 is still the message
+     * (bytes escaped as \xNN), not a UnicodeDecodeError in its place. */
+    PyObject *msg = PyUnicode_DecodeUTF8(err->message, (Py_ssize_t)strlen(err->message), "backslashreplace");
+    PyObject *exc = msg ? PyObject_CallFunctionObjArgs(TesseraError, msg, NULL) : NULL;
+    Py_XDECREF(msg);
     if (!exc) return NULL;
     /* A stable identifier per ts_status, in the enum's order. */
     static const char *const ids[] = {"ok", "arg", "io", "format", "unsupported", "corrupt", "codec",
@@ -65,14 +69,15 @@ static bool progress_failed(progress_ctx *p) {
 
 typedef enum {
     K_INT, K_U64, K_DOUBLE, K_BOOL, K_STR, K_SIZE, K_CODEC, K_FORMAT, K_DTYPE, K_SOLVER, K_EDGE_WEIGHTS, K_BLEND, K_TCZ,
-    K_PROGRESS
+    K_PROGRESS, K_POSITIONS, K_ORDER
 } kind;
 
 typedef struct {
     const char *name;
     kind k;
     size_t off;  /* of the field in the options struct */
-    size_t off2; /* K_EDGE_WEIGHTS: the threshold; K_PROGRESS: progress_user */
+    size_t off2; /* K_EDGE_WEIGHTS: the threshold; K_PROGRESS: progress_user; K_CODEC: codec_level;
+                    K_POSITIONS: positions_file */
 } field;
 
 /* Strings and paths (the Python layer passes os.PathLike as str). The
@@ -135,12 +140,36 @@ static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog
         *(size_t *)dst = (size_t)x;
         return 0;
     }
-    case K_CODEC: {
+    case K_CODEC: { /* "NAME[:LEVEL]", as the CLI's --codec */
         const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
-        if (!s || ts_codec_from_name(s, (ts_codec *)dst) != 0) {
-            PyErr_Format(PyExc_ValueError, "%s: not a codec name (zstd, blosc-lz4, blosc-zstd, gzip, none)", f->name);
+        ts_error err = {0};
+        if (!s || ts_codec_parse(s, (ts_codec *)dst, (int *)(base + f->off2), &err) != TS_OK) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s: %s", f->name,
+                         s ? err.message : "not NAME[:LEVEL] (zstd, blosc-lz4, blosc-zstd, gzip, none)");
             return -1;
         }
+        return 0;
+    }
+    case K_POSITIONS: { /* "names", "metadata" or a TileConfiguration path, as --positions */
+        const char *s = NULL;
+        if (set_string(v, &s, f->name)) return -1;
+        if (!s || !*s) {
+            PyErr_Format(PyExc_ValueError, "%s: give \"names\", \"metadata\" or a TileConfiguration file", f->name);
+            return -1;
+        }
+        ts_positions_source src = !strcmp(s, "names") ? TS_POSITIONS_NAMES
+                                  : !strcmp(s, "metadata") ? TS_POSITIONS_METADATA : TS_POSITIONS_FILE;
+        *(ts_positions_source *)dst = src;
+        *(const char **)(base + f->off2) = src == TS_POSITIONS_FILE ? s : NULL;
+        return 0;
+    }
+    case K_ORDER: {
+        static const char *const n[] = {"row", "column", "snake-row", "snake-column", NULL};
+        static const int val[] = {TS_ORDER_ROW, TS_ORDER_COLUMN, TS_ORDER_SNAKE_ROW, TS_ORDER_SNAKE_COLUMN};
+        int x;
+        if (set_enum_name(v, f->name, n, val, &x)) return -1;
+        *(ts_import_order *)dst = (ts_import_order)x;
         return 0;
     }
     case K_FORMAT: {
@@ -222,6 +251,7 @@ static int apply_keywords(char *base, const field *fields, PyObject *kw, const c
 }
 
 #define F(S, name, k, member) {name, k, offsetof(S, member), 0}
+#define CODEC(S) {"codec", K_CODEC, offsetof(S, codec), offsetof(S, codec_level)}
 
 static const field SIMULATE_FIELDS[] = {
     F(ts_simulate_options, "wells", K_STR, wells),
@@ -239,7 +269,7 @@ static const field SIMULATE_FIELDS[] = {
     F(ts_simulate_options, "missing", K_DOUBLE, missing_fraction),
     F(ts_simulate_options, "format", K_FORMAT, format),
     F(ts_simulate_options, "dtype", K_DTYPE, dtype),
-    F(ts_simulate_options, "codec", K_CODEC, codec),
+    CODEC(ts_simulate_options),
     F(ts_simulate_options, "seed", K_U64, seed),
     F(ts_simulate_options, "truth", K_STR, truth),
     F(ts_simulate_options, "acq_flipud", K_BOOL, acquisition.flipud),
@@ -259,6 +289,7 @@ static const field SIMULATE_FIELDS[] = {
                                           offsetof(S, m threshold)},                                          \
         F(S, "weight_floor", K_DOUBLE, m weight_floor), F(S, "max_iterations", K_INT, m max_iterations),      \
         F(S, "tolerance", K_DOUBLE, m tolerance), F(S, "outlier_px", K_DOUBLE, m outlier_px),                 \
+        F(S, "cost_tolerance", K_DOUBLE, m cost_tolerance), F(S, "loop_check", K_BOOL, m loop_check),         \
         F(S, "guess", K_STR, m guess)
 
 static const field ESTIMATE_FIELDS[] = {
@@ -277,6 +308,8 @@ static const field ESTIMATE_FIELDS[] = {
     F(ts_estimate_options, "cache", K_SIZE, cache_bytes),
     F(ts_estimate_options, "max_shift", K_DOUBLE, max_shift),
     F(ts_estimate_options, "accept_poor", K_BOOL, accept_poor),
+    F(ts_estimate_options, "no_stage_model", K_BOOL, no_stage_model),
+    {"positions", K_POSITIONS, offsetof(ts_estimate_options, positions), offsetof(ts_estimate_options, positions_file)},
     {"progress", K_PROGRESS, offsetof(ts_estimate_options, progress), offsetof(ts_estimate_options, progress_user)},
     SOLVE_FIELDS(ts_estimate_options, solve.),
     {NULL, 0, 0, 0}};
@@ -290,7 +323,7 @@ static const field FUSE_FIELDS[] = {
     F(ts_fuse_options, "dtype", K_DTYPE, dtype),
     F(ts_fuse_options, "chunk", K_INT, chunk),
     F(ts_fuse_options, "shard", K_INT, shard),
-    F(ts_fuse_options, "codec", K_CODEC, codec),
+    CODEC(ts_fuse_options),
     F(ts_fuse_options, "levels", K_INT, levels),
     F(ts_fuse_options, "tcz", K_TCZ, tcz),
     F(ts_fuse_options, "t_out", K_INT, t_out),
@@ -300,6 +333,23 @@ static const field FUSE_FIELDS[] = {
     F(ts_fuse_options, "memory", K_SIZE, memory),
     F(ts_fuse_options, "resume", K_BOOL, resume),
     {"progress", K_PROGRESS, offsetof(ts_fuse_options, progress), offsetof(ts_fuse_options, progress_user)},
+    {NULL, 0, 0, 0}};
+
+static const field IMPORT_FIELDS[] = {
+    F(ts_import_options, "pattern", K_STR, pattern),
+    F(ts_import_options, "well", K_STR, well),
+    F(ts_import_options, "first_index", K_INT, first_index),
+    F(ts_import_options, "grid_cols", K_INT, grid_cols),
+    F(ts_import_options, "grid_rows", K_INT, grid_rows),
+    F(ts_import_options, "order", K_ORDER, order),
+    F(ts_import_options, "names_yx", K_BOOL, names_yx),
+    F(ts_import_options, "format", K_FORMAT, format),
+    F(ts_import_options, "chunk", K_INT, chunk),
+    CODEC(ts_import_options),
+    F(ts_import_options, "scale_y", K_DOUBLE, scale_y),
+    F(ts_import_options, "scale_x", K_DOUBLE, scale_x),
+    F(ts_import_options, "threads", K_INT, threads),
+    {"progress", K_PROGRESS, offsetof(ts_import_options, progress), offsetof(ts_import_options, progress_user)},
     {NULL, 0, 0, 0}};
 
 /* fuse's orientation flags: given only when one is passed (else the
@@ -317,6 +367,12 @@ static int fuse_orientation(ts_fuse_options *o, PyObject *kw) {
         } else {
             long k = PyLong_AsLong(v);
             if (k == -1 && PyErr_Occurred()) return -1;
+            /* Checked before the cast: (int)(2**32 + 1) was 1, a quarter
+             * turn the caller never asked for. */
+            if (k < -3 || k > 3) {
+                PyErr_Format(PyExc_ValueError, "rot90: %ld is not a quarter-turn count in -3..3", k);
+                return -1;
+            }
             o->orientation.rot90 = (int)k;
         }
         if (PyDict_DelItemString(kw, names[i])) return -1;
@@ -463,6 +519,38 @@ static PyObject *py_fuse(PyObject *self, PyObject *args, PyObject *kw) {
     return fuse_dict(&res);
 }
 
+/* The CLI's import --json keys. */
+static PyObject *import_dict(const ts_import_result *r, const ts_import_options *o) {
+    const char *from = r->scale_from_ome ? "ome-xml" : o->scale_y > 0 ? "option" : "default";
+    return Py_BuildValue("{s:L,s:L,s:(ii),s:(LL),s:i,s:s,s:(dd),s:s,s:O,s:O,s:O}", "positions", (long long)r->tiles,
+                         "missing", (long long)r->missing, "grid", r->grid_cols, r->grid_rows, "tile",
+                         (long long)r->tile_h, (long long)r->tile_w, "channels", r->channels, "dtype",
+                         ts_dtype_name(r->dtype), "pixel_size", r->scale_y, r->scale_x, "pixel_size_from", from,
+                         "channel_names_from_ome", r->names_from_ome ? Py_True : Py_False, "stage_positions",
+                         r->positions ? Py_True : Py_False, "position_unit_assumed",
+                         r->position_unit_assumed ? Py_True : Py_False);
+}
+
+static PyObject *py_import(PyObject *self, PyObject *args, PyObject *kw) {
+    static const char *const names[] = {"input", "output"};
+    const char *paths[2];
+    ts_import_options o;
+    ts_import_options_init(&o);
+    progress_ctx prog = {0};
+    if (positional_paths(args, 2, paths, names) || apply_keywords((char *)&o, IMPORT_FIELDS, kw, "import_tiles", &prog))
+        return NULL;
+    o.input = paths[0];
+    o.output = paths[1];
+    ts_import_result res;
+    ts_error err;
+    ts_status st;
+    Py_BEGIN_ALLOW_THREADS st = ts_import(&o, &res, &err);
+    Py_END_ALLOW_THREADS
+    if (progress_failed(&prog)) return NULL;
+    if (st != TS_OK) return raise_status(&err);
+    return import_dict(&res, &o);
+}
+
 /* Functions of one path returning a malloc'd JSON text. */
 static PyObject *json_text(ts_status (*fn)(const char *, char **, ts_error *), PyObject *args, const char *name) {
     const char *path;
@@ -508,6 +596,8 @@ static PyMethodDef METHODS[] = {
      "solve(shifts, output, **options): re-solve the pairs of a shifts file."},
     {"fuse", (PyCFunction)(void (*)(void))py_fuse, METH_VARARGS | METH_KEYWORDS,
      "fuse(plate, shifts, output, **options) -> summary dict."},
+    {"import_tiles", (PyCFunction)(void (*)(void))py_import, METH_VARARGS | METH_KEYWORDS,
+     "import_tiles(input, output, **options) -> summary dict; a folder of TIFF tiles as a plate."},
     {"info_json", py_info_json, METH_VARARGS, "info_json(store) -> JSON text."},
     {"read_shifts_json", py_read_shifts_json, METH_VARARGS, "read_shifts_json(path) -> JSON text."},
     {"write_shifts_json", py_write_shifts_json, METH_VARARGS, "write_shifts_json(path, text)."},

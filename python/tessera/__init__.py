@@ -24,8 +24,8 @@ import tempfile
 from . import _tessera
 from ._tessera import TesseraError
 
-__all__ = ["TesseraError", "simulate", "estimate", "solve", "fuse", "read_shifts", "write_shifts", "info",
-           "positions_array", "__version__"]
+__all__ = ["TesseraError", "simulate", "import_tiles", "estimate", "solve", "fuse", "read_shifts", "write_shifts",
+           "info", "positions_array", "__version__"]
 __version__ = _tessera.version()
 
 
@@ -94,6 +94,22 @@ def simulate(output, **options):
     """A synthetic plate with known positions (``truth=`` writes them):
     grid_cols, grid_rows, tile_h, tile_w, overlap, jitter, blank, format, seed, ..."""
     _tessera.simulate(os.fspath(output), **_options(options))
+
+
+def import_tiles(input, output, *, scale=None, **options):
+    """A folder of TIFF tiles as an OME-Zarr plate (`tessera import`):
+    pattern ("r{row}_c{col}.tif", or "{index}.tif" with grid_cols and
+    grid_rows), order ("row", "column", "snake-row", "snake-column"),
+    first_index, well, names_yx, format, chunk, codec ("zstd:5"), threads,
+    progress; scale: the pixel size in micrometres, one number or (y, x)
+    (default: the OME-XML's). Returns what it wrote (the CLI's --json)."""
+    options = _options(options)
+    if scale is not None:
+        if isinstance(scale, (tuple, list)):
+            options["scale_y"], options["scale_x"] = (float(v) for v in scale)
+        else:
+            options["scale_y"] = options["scale_x"] = float(scale)
+    return _tessera.import_tiles(os.fspath(input), os.fspath(output), **options)
 
 
 def estimate(plate, overlap=None, *, output=None, summary=False, **options):

@@ -14,6 +14,13 @@ program's output on the same inputs, zarr-python's reading of the mosaic.
 - solve with other options gives `tessera solve`'s file;
 - errors: a missing plate raises TesseraError with the library's message
   and status; an unknown keyword is a TypeError, a bad value a ValueError.
+- the library options added after the binding, each against the CLI's
+  flag: estimate positions= (a TileConfiguration, "metadata"),
+  no_stage_model, solve loop_check and cost_tolerance, codec "NAME:LEVEL",
+  import_tiles (pattern, order, first_index, grid, scale, codec) equal to
+  `tessera import` file for file; rot90 beyond -3..3 a ValueError (it was
+  cut to 32 bits: 2**32 + 1 ran as 1); a message with bytes that are not
+  UTF-8 still a TesseraError.
 """
 import os
 import subprocess
@@ -164,6 +171,125 @@ try:
 except tessera.TesseraError as e:
     check(e.status == "arg" and "overlap" in str(e), f"overlap 0: {e.status}: {e}")
 check(not os.path.exists(path("x.zarr")), "a refused fuse left an output")
+
+
+
+def attempt(what, fn):
+    """Runs fn, recording an exception as a failure of `what` (so that one
+    missing option does not hide the checks after it)."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        check(False, f"{what}: {type(e).__name__}: {e}")
+        return None
+
+
+def same_file(a, b, what):
+    check(os.path.exists(a) and os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read(),
+          f"{what}: the binding's file {a} differs from the CLI's {b}")
+
+
+def tree(root):
+    """Every file under root: relative path -> bytes."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(d, f), root)] = fh.read()
+    return out
+
+
+# --- estimate positions=: a Fiji TileConfiguration of the truth's origins (by name), as --positions FILE
+tc = path("TileConfiguration.txt")
+with open(tc, "w") as f:
+    f.write("# Define the number of dimensions we are working on\ndim = 2\n")
+    tt = truth["total_translation"]
+    for name in truth["tiles"]["A/1"]:
+        y, x = tt["A/1/" + name]
+        f.write(f"{name}.tif; ; ({x + 0.5}, {y - 0.25})\n")
+attempt("estimate(positions=FILE)",
+        lambda: tessera.estimate(plate, 32, wells="A/1", threads=2, positions=tc, output=path("py_tc.yaml")))
+cli("estimate", plate, "-o", path("cli_tc.yaml"), "--overlap", "32", "--wells", "A/1", "--threads", "2",
+    "--positions", tc, "--quiet")
+same_file(path("py_tc.yaml"), path("cli_tc.yaml"), "estimate(positions=FILE)")
+# the simulated plate has no NGFF translations: "metadata" is refused naming the tile
+try:
+    tessera.estimate(plate, 32, positions="metadata")
+    check(False, "estimate(positions='metadata') on a plate without translations ran")
+except tessera.TesseraError as e:
+    check(e.status == "format" and "A/1/000000" in str(e) and "translation" in str(e),
+          f"positions='metadata': {e.status}: {e}")
+except Exception as e:  # noqa: BLE001
+    check(False, f"positions='metadata': {type(e).__name__}: {e}")
+# a TileConfiguration line with Latin-1 bytes: its message is still a TesseraError
+bad_tc = path("bad_tc.txt")
+with open(bad_tc, "wb") as f:
+    f.write(b"dim = 2\n" + b"a" * 59 + "\u00e9".encode() + b" (1, 2)\n\xe9t\xe9\n")
+try:
+    tessera.estimate(plate, 32, positions=bad_tc)
+    check(False, "a malformed TileConfiguration was accepted")
+except tessera.TesseraError as e:
+    check(e.status == "format" and "bad_tc.txt:2" in str(e), f"malformed TileConfiguration: {e.status}: {e}")
+except Exception as e:  # noqa: BLE001
+    check(False, f"malformed TileConfiguration: {type(e).__name__}: {e}")
+
+# --- no_stage_model, loop_check, cost_tolerance: the CLI's flags
+attempt("estimate(no_stage_model=True)",
+        lambda: tessera.estimate(plate, 32, threads=2, no_stage_model=True, output=path("py_nsm.yaml")))
+cli("estimate", plate, "-o", path("cli_nsm.yaml"), "--overlap", "32", "--threads", "2", "--no-stage-model", "--quiet")
+same_file(path("py_nsm.yaml"), path("cli_nsm.yaml"), "estimate(no_stage_model=True)")
+attempt("solve(loop_check=False, cost_tolerance=0)",
+        lambda: tessera.solve(path("cli.yaml"), path("py_lc.yaml"), loop_check=False, cost_tolerance=0))
+cli("solve", path("cli.yaml"), "-o", path("cli_lc.yaml"), "--loop-check", "off", "--cost-tolerance", "0")
+same_file(path("py_lc.yaml"), path("cli_lc.yaml"), "solve(loop_check=False, cost_tolerance=0)")
+
+# --- codec with a level, as --codec NAME:LEVEL
+attempt("fuse(codec='blosc-zstd:3')",
+        lambda: tessera.fuse(plate, path("cli.yaml"), path("py_lvl.zarr"), format="0.4", levels=0, wells="A/1",
+                             codec="blosc-zstd:3"))
+cli("fuse", plate, path("cli.yaml"), "-o", path("cli_lvl.zarr"), "--format", "0.4", "--levels", "0", "--wells", "A/1",
+    "--codec", "blosc-zstd:3")
+zarray = os.path.join("A", "1", "0", "0", ".zarray")
+check(tree(path("py_lvl.zarr")) == tree(path("cli_lvl.zarr")) and b'"clevel": 3' in
+      tree(path("cli_lvl.zarr")).get(zarray, b"").replace(b'"clevel":3', b'"clevel": 3'),
+      "fuse(codec='blosc-zstd:3') wrote another store than --codec blosc-zstd:3")
+try:
+    tessera.fuse(plate, shifts, path("x.zarr"), codec="zstd:23")
+    check(False, "codec level 23 was accepted")
+except ValueError as e:
+    check("23" in str(e), f"bad codec level message: {e}")
+
+# --- rot90 is a quarter-turn count, not its low 32 bits
+try:
+    tessera.fuse(plate, shifts, path("x.zarr"), rot90=2**32 + 1)
+    check(False, "rot90=2**32+1 was accepted")
+except ValueError as e:
+    check("rot90" in str(e), f"rot90 message: {e}")
+except Exception as e:  # noqa: BLE001
+    check(False, f"rot90=2**32+1: {type(e).__name__}: {e}")
+check(not os.path.exists(path("x.zarr")), "a refused fuse left an output")
+
+# --- import_tiles == tessera import (a serpentine {index} scan, counted from 1)
+import tifffile  # noqa: E402
+tiles = path("tiles")
+os.makedirs(tiles)
+rng = np.random.default_rng(5)
+for i in range(1, 7):
+    tifffile.imwrite(os.path.join(tiles, f"t{i}.tif"), rng.integers(0, 4000, (24, 32), dtype=np.uint16))
+imp = attempt("import_tiles", lambda: tessera.import_tiles(
+    tiles, path("py_import.zarr"), pattern="t{index}.tif", grid_cols=3, grid_rows=2, order="snake-row",
+    first_index=1, scale=(0.5, 0.25), codec="zstd:5", format="0.4"))
+cli("import", tiles, "-o", path("cli_import.zarr"), "--pattern", "t{index}.tif", "--grid", "3x2", "--order",
+    "snake-row", "--first-index", "1", "--scale", "0.5,0.25", "--codec", "zstd:5", "--format", "0.4", "--quiet")
+check(imp is not None and imp["positions"] == 6 and tuple(imp["grid"]) == (3, 2) and tuple(imp["tile"]) == (24, 32)
+      and tuple(imp["pixel_size"]) == (0.5, 0.25) and imp["pixel_size_from"] == "option",
+      f"import_tiles summary: {imp}")
+check(tree(path("py_import.zarr")) == tree(path("cli_import.zarr")), "import_tiles wrote another store than the CLI")
+# t4.tif starts the second row, run back: its pixels are the last cell's (column 2, row 1: position 002001)
+a = zarr.open(path("py_import.zarr"), mode="r")
+t4 = tifffile.imread(os.path.join(tiles, "t4.tif"))
+check(os.path.exists(path("py_import.zarr")) and np.array_equal(a["A/1/002001/0"][...].reshape(t4.shape), t4),
+      "import_tiles(order='snake-row') put t4.tif elsewhere than column 2, row 1")
 
 if failures:
     print(f"{len(failures)} failure(s):\n  " + "\n  ".join(failures))
