@@ -2,7 +2,8 @@
  * file is included by kernels.c with KFN(name) naming the functions of one
  * set (name_sse2, name_avx2, ...) under that set's target. Every set runs
  * the same element-wise arithmetic in the same order (no reductions, no
- * fused multiply-add: C17 mode keeps -ffp-contract=off), so all of them
+ * fused multiply-add: gcc's C17 mode keeps -ffp-contract=off, and
+ * kernels.c turns clang's contraction off), so all of them
  * write the same bytes; wider vectors only do more elements at once. */
 /* No include guard: included once per instruction set. */
 
