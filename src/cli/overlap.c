@@ -59,6 +59,15 @@ int cli_overlap_resolve(const char *cmd, const cli_overlaps *ov, ts_estimate_opt
         int64_t t = hw[0];
         hw[0] = hw[1], hw[1] = t;
     }
+    /* In px before the cast: 10% of a tile declared 5e10 px wide became
+     * (int)5e9, 705032704 px. */
+    for (int k = 0; k < 2; k++) {
+        const cli_overlap *v = k ? &ov->y : &ov->x;
+        int64_t extent = hw[1 - k];
+        if (v->percent >= 0 && v->percent / 100.0 * (double)extent > (double)(1 << 20))
+            return cli_usage_error(cmd, "an overlap of %g%% of %lld px tiles is beyond %d px", v->percent,
+                                   (long long)extent, 1 << 20);
+    }
     o->overlap_x = cli_overlap_px(&ov->x, hw[1]);
     o->overlap_y = cli_overlap_px(&ov->y, hw[0]);
     if (o->overlap_x < 1 || o->overlap_y < 1)

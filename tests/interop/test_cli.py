@@ -112,6 +112,19 @@ def main():
             check(p.returncode == 2 and one_line(p) and flag in p.stderr and v in p.stderr,
                   f"{c} {flag} {v}: exit {p.returncode} {p.stderr!r}")
 
+    # A percentage overlap of a tile declared 5e10 px wide: refused in px (it was cast to int, 705032704 px).
+    big = os.path.join(TMP, "big.zarr")
+    shutil.copytree(plate, big)
+    meta = os.path.join(big, "A", "1", "000000", "0", ".zarray")
+    with open(meta) as f:
+        z = json.load(f)
+    z["shape"][-1] = 50000000000
+    with open(meta, "w") as f:
+        json.dump(z, f)
+    p = run("estimate", big, "-o", os.path.join(TMP, "big.yaml"), "--overlap", "10%")
+    check(p.returncode == 2 and one_line(p) and "10%" in p.stderr and "50000000000" in p.stderr
+          and "705032704" not in p.stderr, f"estimate --overlap 10% of a 5e10 px tile: {p.returncode} {p.stderr!r}")
+
     # A failure that is not a usage error: exit 1, one line naming the file.
     p = run("fuse", plate, os.path.join(TMP, "missing.yaml"), "-o", os.path.join(TMP, "g.zarr"))
     check(p.returncode == 1 and one_line(p) and "missing.yaml" in p.stderr, f"fuse missing shifts: {p.returncode} {p.stderr!r}")
