@@ -89,7 +89,9 @@ static bool parse_dim(const char *s, long *dim) {
 static ts_status parse(const char *path, char *text, ts_tile_config *tc, ts_error *err) {
     int cap = 0, lineno = 0;
     bool have_dim = false;
-    char *next = text;
+    /* A byte-order mark (a file saved by a Windows editor) made the first
+     * line, Fiji's "# Define ..." comment, a malformed tile line. */
+    char *next = strncmp(text, "\xef\xbb\xbf", 3) == 0 ? text + 3 : text;
     while (next) {
         char *line = next;
         next = strchr(line, '\n');

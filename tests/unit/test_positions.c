@@ -164,6 +164,21 @@ static void test_tile_config(void **state) {
     ts_tile_config_free(tc);
 }
 
+/* A UTF-8 byte-order mark before Fiji's first comment (a file saved by a
+ * Windows editor) was refused as a malformed line 1. */
+static void test_tile_config_bom(void **state) {
+    (void)state;
+    const char *path = write_text("bom.txt", "\xef\xbb\xbf# Define the number of dimensions we are working on\r\n"
+                                             "dim = 2\r\n000000.tif; ; (1.5, 2)\r\n");
+    ts_tile_config *tc;
+    ts_error err = {0};
+    if (ts_tile_config_read(path, &tc, &err) != TS_OK) fail_msg("%s", err.message);
+    assert_int_equal(tc->n, 1);
+    assert_string_equal(tc->e[0].stem, "000000");
+    assert_true(tc->e[0].x == 1.5 && tc->e[0].y == 2 && tc->e[0].line == 3);
+    ts_tile_config_free(tc);
+}
+
 static void expect_error(const char *text, ts_status code, const char *where) {
     const char *path = write_text("bad.txt", text);
     ts_tile_config *tc = (ts_tile_config *)1;
@@ -197,6 +212,7 @@ int main(void) {
         cmocka_unit_test(test_grid_row_major), cmocka_unit_test(test_grid_serpentine),
         cmocka_unit_test(test_classify),       cmocka_unit_test(test_coincident),
         cmocka_unit_test(test_tile_config),    cmocka_unit_test(test_tile_config_errors),
+        cmocka_unit_test(test_tile_config_bom),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
