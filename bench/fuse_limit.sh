@@ -42,7 +42,7 @@ if codec == "zstd":
     for l in lines:
         if l.startswith("codec="):
             d = dict(x.split("=") for x in l.split())
-            print(f"    {d['codec']:>13}: {float(d['encode_mbs']):8.1f} MB/s, ratio {d['ratio']}")
+            print(f"    {d['codec']:>13}: encode {float(d['encode_mbs']):8.1f} MB/s, decode {float(d['decode_mbs']):8.1f} MB/s, ratio {d['ratio']}")
 PY
 done
 

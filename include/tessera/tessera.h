@@ -415,7 +415,7 @@ typedef struct ts_fuse_options {
     ts_dtype dtype;         /* TS_UINT16 (default) or TS_FLOAT32 */
     int chunk;              /* inner chunk px, default 512 */
     int shard;              /* chunks per shard side, default 0 = auto (~4096 chunks) */
-    ts_codec codec;         /* default zstd */
+    ts_codec codec;         /* default blosc-zstd (level 3, byte shuffle) */
     int codec_level;        /* 0 = the codec's default (ts_codec_check_level) */
     /* Extra pyramid levels; -1 (default): as many as bring the plate's
      * canvas within 1024 px on both axes (viewers such as ome-zarr.js
