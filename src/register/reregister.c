@@ -38,31 +38,14 @@
  * for a pair matched in the first pass at most its first confidence. */
 #define REREG_CONF_SCALE 0.5
 
-/* NCC of b[y][x] against a[y + sy][x + sx] over their overlap (as
- * phasecorr.c's; -2 when the overlap is thinner than min_side). */
+/* NCC of b[y][x] against a[y + sy][x + sx] over their overlap: the first
+ * pass's (ts_overlap_ncc, vectorised), -2 when the overlap is thinner than
+ * min_side. */
 static double ncc_side(const float *a, const float *b, int h, int w, int sy, int sx, int min_side) {
     int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
     int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
     if (y1 - y0 < min_side || x1 - x0 < min_side) return -2;
-    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
-    for (int y = y0; y < y1; y++) {
-        const float *pa = a + (size_t)(y + sy) * (size_t)w + sx;
-        const float *pb = b + (size_t)y * (size_t)w;
-        float ra = 0, rb = 0, raa = 0, rbb = 0, rab = 0;
-        for (int x = x0; x < x1; x++) {
-            float va = pa[x], vb = pb[x];
-            ra += va;
-            rb += vb;
-            raa += va * va;
-            rbb += vb * vb;
-            rab += va * vb;
-        }
-        sa += ra, sb += rb, saa += raa, sbb += rbb, sab += rab;
-    }
-    double n = (double)(y1 - y0) * (double)(x1 - x0);
-    double va = saa - sa * sa / n, vb = sbb - sb * sb / n, cov = sab - sa * sb / n;
-    if (!(va > 1e-12 * (saa + 1e-30)) || !(vb > 1e-12 * (sbb + 1e-30))) return 0;
-    return cov / sqrt(va * vb);
+    return ts_overlap_ncc(a, b, h, w, sy, sx);
 }
 
 static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx) {
@@ -189,21 +172,6 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
     out->border = border;
     out->search_best = topv[0];
     ts_qc_median_spread(vals, nv, vals + nv, &out->median, &out->spread);
-    /* Below min_ncc the maximum must clear what unrelated content of the
-     * same texture reaches in the same window: strip b mirrored along the
-     * shared edge (same statistics, no alignment) searched alike. */
-    if (topv[0] < ts_registrar_min_ncc(r)) {
-        const bool tall = lh >= lw;
-        for (int y = 0; y < lh; y++)
-            for (int x = 0; x < lw; x++)
-                flip[(size_t)y * (size_t)lw + (size_t)x] =
-                    tall ? eb[(size_t)(lh - 1 - y) * (size_t)lw + (size_t)x] : eb[(size_t)y * (size_t)lw + (size_t)(lw - 1 - x)];
-        for (int i = 0; i < gr.ny; i++)
-            for (int j = 0; j < gr.nx; j++) {
-                double v = ncc_side(ea, flip, lh, lw, gr.cy + i - gr.ny / 2, gr.cx + j - gr.nx / 2, lside);
-                if (v > out->null_max) out->null_max = v;
-            }
-    }
     /* The full-resolution maximum: the level's best cell (and, on block
      * means, the next two local maxima) searched +-f px at 1 px. */
     int by = 0, bx = 0;
@@ -217,6 +185,24 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
                 if (abs(sy - cy) > ry || abs(sx - cx) > rx) continue;
                 double v = f > 1 || dy || dx ? ncc_at(ha, hb, sh, sw, sy, sx) : topv[0];
                 if (v > best) best = v, by = sy, bx = sx;
+            }
+    }
+    /* Below min_ncc the maximum must clear what unrelated content of the
+     * same texture reaches in the same window: strip b mirrored along the
+     * shared edge (same statistics, no alignment) searched alike. Only
+     * where ts_reregister_accept looks at it: a maximum under the floor is
+     * refused whatever the baseline (blank tiles' pairs: most of the cost
+     * of the pass on small tiles went into this search). */
+    if (best > -2 && best < ts_registrar_min_ncc(r) && best >= ACCEPT_FLOOR) {
+        const bool tall = lh >= lw;
+        for (int y = 0; y < lh; y++)
+            for (int x = 0; x < lw; x++)
+                flip[(size_t)y * (size_t)lw + (size_t)x] =
+                    tall ? eb[(size_t)(lh - 1 - y) * (size_t)lw + (size_t)x] : eb[(size_t)y * (size_t)lw + (size_t)(lw - 1 - x)];
+        for (int i = 0; i < gr.ny; i++)
+            for (int j = 0; j < gr.nx; j++) {
+                double v = ncc_side(ea, flip, lh, lw, gr.cy + i - gr.ny / 2, gr.cx + j - gr.nx / 2, lside);
+                if (v > out->null_max) out->null_max = v;
             }
     }
 #undef CELL
