@@ -124,7 +124,10 @@ static ts_status check_options(const ts_simulate_options *o, ts_error *err) {
     if (o->dtype != TS_UINT16 && o->dtype != TS_UINT8 && o->dtype != TS_FLOAT32)
         return ts_fail(err, TS_ERR_UNSUPPORTED, "simulate writes uint8, uint16 or float32, not %s",
                        ts_dtype_name(o->dtype));
-    if (!(o->pixel_size_um > 0)) return ts_fail(err, TS_ERR_ARG, "pixel size must be > 0");
+    /* Finite: an infinite scale has no JSON number, and the NGFF scale list
+     * was written with 3 entries for 5 axes. */
+    if (!(o->pixel_size_um > 0) || !isfinite(o->pixel_size_um))
+        return ts_fail(err, TS_ERR_ARG, "pixel size %g um must be finite and > 0", o->pixel_size_um);
     return ts_codec_check_level(o->codec, o->codec_level, err);
 }
 

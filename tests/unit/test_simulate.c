@@ -88,6 +88,11 @@ static void test_options_checked(void **state) {
     o.noise = 0;
     o.missing_fraction = 1.0;
     assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
+    o.missing_fraction = 0;
+    o.pixel_size_um = INFINITY; /* was written: a scale list of 3 entries for 5 axes */
+    assert_int_equal(ts_simulate(&o, &err), TS_ERR_ARG);
+    assert_non_null(strstr(err.message, "pixel size"));
+    o.pixel_size_um = 0.65;
     assert_false(ts_path_exists(out)); /* nothing written on refusal */
     /* a non-store directory at the output is not replaced (an empty one
      * is written into) */
