@@ -217,7 +217,7 @@ extern "C" ts_status ts_gpu_fuse_create(const ts_gpu_fuse_config *cfg, ts_gpu_fu
     g->cfg.shapes = g->shapes;
     g->cfg.weights = NULL;
     CK(cudaStreamCreateWithFlags(&g->release, cudaStreamNonBlocking));
-    // The weight images, once (synchronous copies: done before any block).
+    // The weight images, once (waited for below, before any block).
     for (int k = 0; k < cfg->nshapes; k++) {
         g->shapes[k][0] = cfg->shapes[k][0];
         g->shapes[k][1] = cfg->shapes[k][1];
@@ -240,6 +240,10 @@ extern "C" ts_status ts_gpu_fuse_create(const ts_gpu_fuse_config *cfg, ts_gpu_fu
         // Level buffers at the worker's first block (most workers of a
         // many-core host may never blend one).
     }
+    // cudaMemcpy from pageable memory may return before its DMA has
+    // landed, and the workers' non-blocking streams are not ordered after
+    // the legacy stream it ran on: wait for the weights here.
+    CK(cudaDeviceSynchronize());
     return TS_OK;
 }
 
