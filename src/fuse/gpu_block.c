@@ -6,6 +6,7 @@
  * always run on the CPU (their kernels have no GPU version yet). */
 #include <stdio.h>
 
+#include "common/error.h"
 #include "fuse/fuse_internal.h"
 #include "gpu/gpu.h"
 
@@ -27,6 +28,12 @@ ts_status fuse_gpu_start(fuse_well *W, ts_error *err) {
     if (st) {
         ts_gpu_fuse_destroy(W->gpu);
         W->gpu = NULL;
+        /* auto: a device that cannot be set up is no device (--json then
+         * says cpu); gpu: the run fails saying why. */
+        if (W->opt->device == TS_DEVICE_AUTO) {
+            ts_error_clear(err);
+            return TS_OK;
+        }
     }
     return st;
 }
