@@ -108,7 +108,8 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
     } else {
         int64_t side = s->canvas_h > s->canvas_w ? s->canvas_h : s->canvas_w;
         int64_t need = (side + chunk - 1) / chunk;
-        S = need < 64 ? need : 64; /* 64 x 64 = 4096 chunks per shard */
+        const int64_t cap = FUSE_AUTO_BLOCK_PX / chunk > 1 ? FUSE_AUTO_BLOCK_PX / chunk : 1;
+        S = need < cap ? need : cap;
         while (S > 1) {
             size_t cost = (size_t)FUSE_LAYOUT_BLOCKS * fuse_block_bytes(s, S * chunk) +
                           2 * fuse_strip_bytes(s, S * chunk);
@@ -131,7 +132,7 @@ ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err) 
         int64_t S_full = (S + pow2 - 1) / pow2 * pow2;
         size_t cost_full = (size_t)FUSE_LAYOUT_BLOCKS * fuse_block_bytes(s, S_full * chunk) +
                            2 * fuse_strip_bytes(s, S_full * chunk);
-        if (S_full <= 64 && cost_full <= s->memory) S = S_full;
+        if (S_full <= cap && cost_full <= s->memory) S = S_full;
         else S = (S + s_step - 1) / s_step * s_step;
     }
     L->canvas_h = s->canvas_h;

@@ -67,6 +67,13 @@ typedef struct fuse_sizing {
  * least that many blocks. A run then blends as many blocks at once as
  * its threads and --memory allow (fuse_blocks_in_flight). */
 #define FUSE_LAYOUT_BLOCKS 8
+/* ... and no larger than this many px a side: a block is the unit of
+ * memory (its accumulators) and of MPI work, so a block that grew with the
+ * canvas made peak RSS grow with it (77 / 272 / 641 MB for 1x / 4x / 16x
+ * the area at the default --memory) and left 3 bands for 2 ranks on a
+ * 219 MP canvas; at 2048 px the same plates fused no slower (strips read
+ * +7%) in 113 MB (docs/fuse.md, "Blocks, bands and why they are aligned"). */
+#define FUSE_AUTO_BLOCK_PX 2048
 
 /* Rows of a block blended at a time: num/den of R x block float32 pairs
  * sized to stay in cache (about 256 KiB). */
