@@ -12,7 +12,8 @@
 static const char *CMD = "info";
 
 static void help(void) {
-    printf("usage: tessera info STORE [--json] [--wells-all]\n\n"
+    printf("usage: tessera info STORE [--json] [--wells-all]\n"
+           "       tessera info --devices [--json]\n\n"
            "Describe an OME-Zarr plate (input tiles or fused mosaic) or image: format version,\n"
            "wells, positions per well, tile shape and dtype, channels, codecs, chunk and shard\n"
            "layout of each resolution level. Exit status 1 when part of the store does not\n"
@@ -21,7 +22,9 @@ static void help(void) {
            "options:\n"
            "  --json        print the description as JSON\n"
            "  --wells-all   list every well in the text output (default: the first 20\n"
-           "                with metadata)\n");
+           "                with metadata)\n"
+           "  --devices     whether --device gpu can run here (docs/gpu.md): the CUDA\n"
+           "                device, or why there is none; exit status 1 when none\n");
 }
 
 static void print_ints(json_t *a, const char *sep) {
@@ -170,7 +173,7 @@ static void print_text(json_t *root, bool all_wells) {
 
 int cmd_info(int argc, char **argv) {
     const char *store = NULL;
-    bool json = false, all_wells = false;
+    bool json = false, all_wells = false, devices = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             help();
@@ -179,6 +182,8 @@ int cmd_info(int argc, char **argv) {
             json = true;
         } else if (!strcmp(argv[i], "--wells-all")) {
             all_wells = true;
+        } else if (!strcmp(argv[i], "--devices")) {
+            devices = true;
         } else if (cli_stray_value(CMD, argv[i])) {
             return CLI_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -188,6 +193,21 @@ int cmd_info(int argc, char **argv) {
         } else {
             return cli_usage_error(CMD, "one STORE only (got '%s' and '%s')", store, argv[i]);
         }
+    }
+    if (devices) {
+        if (store) return cli_usage_error(CMD, "--devices takes no STORE (got '%s')", store);
+        char why[512];
+        bool gpu = ts_gpu_info(why, sizeof why);
+        if (json) {
+            json_t *j = json_pack("{s:b, s:s}", "gpu", gpu, "description", why);
+            char *t = json_dumps(j, JSON_INDENT(2));
+            if (t) puts(t);
+            free(t);
+            json_decref(j);
+        } else {
+            printf("gpu: %s\n", why);
+        }
+        return gpu ? CLI_OK : CLI_FAIL;
     }
     if (!store) return cli_usage_error(CMD, "missing STORE");
     char *text = NULL;

@@ -23,6 +23,9 @@ cmake --build "$BUILD" -j "$(nproc)" --target tessera_cli test_gpu test_fuse_ker
     >"$BUILD.build.log" 2>&1 || { tail -40 "$BUILD.build.log"; exit 1; }
 echo "built"
 
+step "device"
+"$BUILD/tessera" info --devices || { echo "FAIL: no usable device"; fails=$((fails + 1)); }
+
 step "test_gpu (GPU vs CPU, byte for byte; must not skip)"
 "$BUILD/tests/test_gpu"
 rc=$?

@@ -16,6 +16,12 @@ TMP=$(mktemp -d "${TESSERA_TEST_TMP:-/tmp}/gpu_cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+"$BIN" info --devices >"$TMP/devices.txt"
+have_gpu=$?
+grep -q "^gpu: " "$TMP/devices.txt" || fail "info --devices: $(cat "$TMP/devices.txt")"
+[ "$("$BIN" info --devices --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["gpu"])')" = \
+  "$([ $have_gpu = 0 ] && echo True || echo False)" ] || fail "info --devices: --json disagrees with the exit status"
+
 json_device() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["device"])'; }
 
 "$BIN" simulate -o "$TMP/plate.ome.zarr" --wells A/1,B/2 --grid 3x3 --tile 96x128 --overlap 24 \
@@ -49,12 +55,14 @@ run_variant() {  # fuse options...
         >"$TMP/gpu.json" 2>"$TMP/gpu.err"
     local rc=$?
     if [ "$rc" = 0 ]; then
+        [ $have_gpu = 0 ] || fail "fuse $* --device gpu ran, but info --devices says: $(cat "$TMP/devices.txt")"
         [ "$dev" = gpu ] || fail "fuse $*: --device gpu ran but auto chose $dev"
         [ "$(json_device <"$TMP/gpu.json")" = gpu ] || fail "fuse $* --device gpu: --json device is not gpu"
         diff -r "$ref" "$gpu" >/dev/null || fail "fuse $* --device gpu: the store differs from the CPU's"
         echo "ok: fuse $* on the GPU writes the CPU's bytes"
     else
         [ "$rc" = 1 ] || fail "fuse $* --device gpu: exit $rc, not 1"
+        [ $have_gpu = 1 ] || fail "fuse $* --device gpu failed, but info --devices says: $(cat "$TMP/devices.txt")"
         [ "$dev" = cpu ] || fail "fuse $*: --device auto says $dev without a usable GPU"
         [ "$(wc -l <"$TMP/gpu.err")" = 1 ] || fail "fuse --device gpu: not one message: $(cat "$TMP/gpu.err")"
         grep -Eq -- "--device gpu: (no usable CUDA device|this tessera was built without the CUDA backend)" \
