@@ -69,7 +69,7 @@ static bool progress_failed(progress_ctx *p) {
 
 typedef enum {
     K_INT, K_U64, K_DOUBLE, K_BOOL, K_STR, K_SIZE, K_CODEC, K_FORMAT, K_DTYPE, K_SOLVER, K_EDGE_WEIGHTS, K_BLEND, K_TCZ,
-    K_PROGRESS, K_POSITIONS, K_ORDER
+    K_DEVICE, K_PROGRESS, K_POSITIONS, K_ORDER
 } kind;
 
 typedef struct {
@@ -219,6 +219,14 @@ static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog
         *(ts_tcz_policy *)dst = (ts_tcz_policy)x;
         return 0;
     }
+    case K_DEVICE: { /* docs/gpu.md */
+        static const char *const n[] = {"cpu", "gpu", "auto", NULL};
+        static const int val[] = {TS_DEVICE_CPU, TS_DEVICE_GPU, TS_DEVICE_AUTO};
+        int x;
+        if (set_enum_name(v, f->name, n, val, &x)) return -1;
+        *(ts_device *)dst = (ts_device)x;
+        return 0;
+    }
     case K_PROGRESS:
         if (v == Py_None) return 0;
         if (!PyCallable_Check(v)) { PyErr_Format(PyExc_TypeError, "%s: must be callable(stage, done, total)", f->name); return -1; }
@@ -332,6 +340,7 @@ static const field FUSE_FIELDS[] = {
     F(ts_fuse_options, "threads", K_INT, threads),
     F(ts_fuse_options, "memory", K_SIZE, memory),
     F(ts_fuse_options, "resume", K_BOOL, resume),
+    F(ts_fuse_options, "device", K_DEVICE, device),
     {"progress", K_PROGRESS, offsetof(ts_fuse_options, progress), offsetof(ts_fuse_options, progress_user)},
     {NULL, 0, 0, 0}};
 
@@ -410,14 +419,15 @@ static PyObject *estimate_dict(const ts_estimate_result *r) {
 }
 
 static PyObject *fuse_dict(const ts_fuse_result *r) {
-    return Py_BuildValue("{s:i,s:L,s:L,s:L,s:L,s:L,s:(LL),s:i,s:i,s:{s:O,s:O,s:i},s:O}", "wells", r->wells, "tiles",
+    return Py_BuildValue("{s:i,s:L,s:L,s:L,s:L,s:L,s:(LL),s:i,s:i,s:{s:O,s:O,s:i},s:O,s:s}", "wells", r->wells, "tiles",
                          (long long)r->tiles, "strips_read", (long long)r->strips_read, "blocks_written",
                          (long long)r->blocks_written, "blocks_resumed", (long long)r->blocks_resumed,
                          "output_pixels", (long long)r->output_pixels, "canvas", (long long)r->canvas_h,
                          (long long)r->canvas_w, "chunk", r->chunk, "shard", r->shard, "orientation", "flipud",
                          r->orientation.flipud ? Py_True : Py_False, "fliplr",
                          r->orientation.fliplr ? Py_True : Py_False, "rot90", r->orientation.rot90,
-                         "orientation_mismatch", r->orientation_mismatch ? Py_True : Py_False);
+                         "orientation_mismatch", r->orientation_mismatch ? Py_True : Py_False, "device",
+                         ts_device_name(r->device_used));
 }
 
 /* ------------------------------------------------------------ functions */

@@ -113,6 +113,19 @@ for well in ("A/1", "B/2"):
         check(a.shape == b.shape and np.array_equal(a, b), f"{well} level {level}: fuse() differs from the CLI")
         if level == "0" and well == "B/2":
             check(tuple(summary["canvas"]) == a.shape[-2:], f"canvas {summary['canvas']} vs array {a.shape}")
+# device="auto": the same store on whichever device ran (docs/gpu.md); "cpu" without a GPU
+auto = tessera.fuse(plate, shifts, path("py_auto.zarr"), format="0.4", levels=1, codec="blosc-lz4", device="auto")
+check(summary["device"] == "cpu" and auto["device"] in ("cpu", "gpu"), f"fuse devices: {summary}, {auto}")
+for well in ("A/1", "B/2"):
+    for level in ("0", "1"):
+        a = zarr.open(path("py_auto.zarr"), mode="r")[f"{well}/0/{level}"][...]
+        b = zarr.open(path("py_mosaic.zarr"), mode="r")[f"{well}/0/{level}"][...]
+        check(np.array_equal(a, b), f"{well} level {level}: device='auto' differs from the CPU")
+try:
+    tessera.fuse(plate, shifts, path("x.zarr"), device="tpu")
+    check(False, "device='tpu' was accepted")
+except ValueError as e:
+    check("device" in str(e), f"bad device message: {e}")
 # blend="label": label images, as `tessera fuse --blend label` fuses them (dtype kept)
 tessera.fuse(plate, shifts, path("py_labels.zarr"), format="0.4", blend="label", wells="A/1")
 cli("fuse", plate, path("py.yaml"), "-o", path("cli_labels.zarr"), "--format", "0.4", "--blend", "label",
