@@ -770,6 +770,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
                              &opt->solve, opt->threads, &sum, err)) != TS_OK)
         return st;
     result->outlier_pairs = sum.outliers;
+    result->loop_downweighted_pairs = sum.loop_downweighted;
     result->isolated_tiles = sum.isolated;
     result->max_components = sum.max_components;
     result->wells = c->plate->nwells;

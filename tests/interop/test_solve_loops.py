@@ -137,6 +137,22 @@ def main():
         check(seams(on) == 0, f"{solver} with the loop check: {seams(on)} seams off by > 2 px")
         check(seams(off) > 0, f"{solver} without the loop check: no seam off by > 2 px")
 
+    # estimate --json says how many pairs its solve down-weighted: the
+    # count `tessera solve` gives for the pairs estimate wrote.
+    plate = os.path.join(TMP, "solve_loops_plate.zarr")
+    est = os.path.join(TMP, "solve_loops_est.yaml")
+    subprocess.run([BIN, "simulate", "-o", plate, "--grid", "5x4", "--tile", "128x128", "--overlap", "24",
+                    "--seed", "4"], check=True, capture_output=True)
+    p = subprocess.run([BIN, "estimate", plate, "-o", est, "--overlap", "24", "--json", "--quiet"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, f"estimate failed: {p.stderr}")
+    if p.returncode == 0:
+        e = json.loads(p.stdout)
+        s_est, _ = solve(est, out)
+        check(e.get("loop_downweighted_pairs") == s_est["loop_downweighted"],
+              f"estimate --json loop_downweighted_pairs {e.get('loop_downweighted_pairs')}, solve of its pairs "
+              f"{s_est['loop_downweighted']}")
+
     for cmd in ("solve", "estimate", "stitch"):
         p = subprocess.run([BIN, cmd, src, "-o", out, "--loop-check", "maybe", "--overlap", "10"],
                            capture_output=True, text=True)
