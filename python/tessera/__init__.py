@@ -18,6 +18,7 @@ the run). See docs/python.md.
 """
 import json
 import math
+import operator
 import os
 import tempfile
 
@@ -35,12 +36,13 @@ def _options(options):
 
 
 def _overlap(overlap, options):
+    """px as integers (operator.index): int() cut 32.7 to 32 unsaid."""
     if overlap is None:
         return
     if isinstance(overlap, (tuple, list)):
-        options["overlap_y"], options["overlap_x"] = (int(v) for v in overlap)
+        options["overlap_y"], options["overlap_x"] = (operator.index(v) for v in overlap)
     else:
-        options["overlap_y"] = options["overlap_x"] = int(overlap)
+        options["overlap_y"] = options["overlap_x"] = operator.index(overlap)
 
 
 def read_shifts(path):

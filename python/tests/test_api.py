@@ -20,7 +20,7 @@ program's output on the same inputs, zarr-python's reading of the mosaic.
   import_tiles (pattern, order, first_index, grid, scale, codec) equal to
   `tessera import` file for file; rot90 beyond -3..3 a ValueError (it was
   cut to 32 bits: 2**32 + 1 ran as 1); a message with bytes that are not
-  UTF-8 still a TesseraError.
+  UTF-8 still a TesseraError; a fractional overlap a TypeError (it was cut).
 """
 import os
 import subprocess
@@ -303,6 +303,14 @@ a = zarr.open(path("py_import.zarr"), mode="r")
 t4 = tifffile.imread(os.path.join(tiles, "t4.tif"))
 check(os.path.exists(path("py_import.zarr")) and np.array_equal(a["A/1/002001/0"][...].reshape(t4.shape), t4),
       "import_tiles(order='snake-row') put t4.tif elsewhere than column 2, row 1")
+
+# --- an overlap is whole px: 32.7 was cut to 32 without a word
+try:
+    tessera.estimate(plate, 32.7, output=path("frac.yaml"))
+    check(False, "overlap 32.7 was accepted")
+except TypeError as e:
+    check("float" in str(e), f"overlap 32.7: {e}")
+check(not os.path.exists(path("frac.yaml")), "a refused estimate wrote its shifts")
 
 if failures:
     print(f"{len(failures)} failure(s):\n  " + "\n  ".join(failures))
