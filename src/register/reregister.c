@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "register/estimate_internal.h"
+#include "register/window_ncc.h"
 
 /* Pixel operations one search may spend at full resolution (window shifts
  * x strip area): beyond, the window is searched on block means first. */
@@ -74,23 +75,28 @@ typedef struct window_grid {
     int bi, bj;         /* best cell, -1 if none */
 } window_grid;
 
-static int64_t scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, int min_side, double *vals) {
+/* Every cell of the window at once (window_ncc.c), then its samples and
+ * best cell. */
+static ts_status scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, int min_side, double *vals,
+                           int64_t *nv_out, ts_window_scratch **ws, ts_error *err) {
     int64_t nv = 0;
     gr->bi = gr->bj = -1;
+    ts_status st = ts_window_ncc(a, b, h, w, gr->cy, gr->cx, gr->ny, gr->nx, min_side, gr->v, ws, err);
+    if (st != TS_OK) return st;
     for (int i = 0; i < gr->ny; i++)
         for (int j = 0; j < gr->nx; j++) {
-            double v = ncc_side(a, b, h, w, gr->cy + i - gr->ny / 2, gr->cx + j - gr->nx / 2, min_side);
-            gr->v[(size_t)i * (size_t)gr->nx + (size_t)j] = v;
+            double v = gr->v[(size_t)i * (size_t)gr->nx + (size_t)j];
             if (v <= -2) continue;
             vals[nv++] = v;
             if (gr->bi < 0 || v > gr->v[(size_t)gr->bi * (size_t)gr->nx + (size_t)gr->bj]) gr->bi = i, gr->bj = j;
         }
-    return nv;
+    *nv_out = nv;
+    return TS_OK;
 }
 
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
                              int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
-                             ts_rereg_result *out, ts_error *err) {
+                             ts_rereg_result *out, ts_window_scratch **scratch, ts_error *err) {
     memset(out, 0, sizeof *out);
     out->second = -1;
     out->ncc_first = -2;
@@ -133,7 +139,11 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
     /* The thinnest overlap at this level: MIN_SIDE full-resolution px (at
      * f = 2 a 4-px side was 8 px, and true 8-px overlaps fell on the edge). */
     const int lside = (MIN_SIDE + f - 1) / f < 2 ? 2 : (MIN_SIDE + f - 1) / f;
-    int64_t nv = scan_grid(&gr, ea, eb, lh, lw, lside, vals);
+    int64_t nv = 0;
+    if ((st = scan_grid(&gr, ea, eb, lh, lw, lside, vals, &nv, scratch, err)) != TS_OK) {
+        free(gr.v), free(vals), free(la), free(lb), free(flip);
+        return st;
+    }
     if (gr.bi < 0) {
         free(gr.v), free(vals), free(la), free(lb), free(flip);
         return TS_OK; /* the window leaves no overlap */
@@ -199,11 +209,13 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
             for (int x = 0; x < lw; x++)
                 flip[(size_t)y * (size_t)lw + (size_t)x] =
                     tall ? eb[(size_t)(lh - 1 - y) * (size_t)lw + (size_t)x] : eb[(size_t)y * (size_t)lw + (size_t)(lw - 1 - x)];
-        for (int i = 0; i < gr.ny; i++)
-            for (int j = 0; j < gr.nx; j++) {
-                double v = ncc_side(ea, flip, lh, lw, gr.cy + i - gr.ny / 2, gr.cx + j - gr.nx / 2, lside);
-                if (v > out->null_max) out->null_max = v;
-            }
+        /* (gr.v is free for it: the window's cells were read above) */
+        if ((st = ts_window_ncc(ea, flip, lh, lw, gr.cy, gr.cx, gr.ny, gr.nx, lside, gr.v, scratch, err)) != TS_OK) {
+            free(gr.v), free(vals), free(la), free(lb), free(flip);
+            return st;
+        }
+        for (size_t k = 0; k < cells; k++)
+            if (gr.v[k] > out->null_max) out->null_max = gr.v[k];
     }
 #undef CELL
     free(gr.v), free(vals), free(la), free(lb), free(flip);

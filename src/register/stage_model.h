@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "register/register.h"
+#include "register/window_ncc.h"
 
 /* One neighbour pair as the model sees it (canonical order). */
 typedef struct ts_stage_pair {
@@ -88,7 +89,7 @@ typedef struct ts_rereg_result {
  * same strips for the choice. r: a registrar of g's strip shape. */
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
                              int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
-                             ts_rereg_result *out, ts_error *err);
+                             ts_rereg_result *out, ts_window_scratch **scratch, ts_error *err);
 
 /* Whether the window's maximum is a match (a clear peak above the window's
  * noise, docs/register.md has the measurements), and the result to keep

@@ -20,6 +20,7 @@ typedef struct pass_ctx {
     const ts_strip_geometry *geo;  /* strips per job */
     ts_tile_cache *cache;
     ts_registrar **workers;        /* [worker * 2 + dir] */
+    ts_window_scratch **scratch;   /* [worker * 2 + dir]: the window search's FFT buffers */
 } pass_ctx;
 
 static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
@@ -38,7 +39,7 @@ static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     if ((st = ts_tile_cache_get(x->cache, q->tb, &tb, err)) == TS_OK) {
         const ts_stage_dir *md = &x->m->dir[q->dir];
         st = ts_reregister_pair(*slot, g, ta, tb, x->ps->w, md->radius[0], md->radius[1], q->res.matched, q->res.dy,
-                                q->res.dx, &rr, err);
+                                q->res.dx, &rr, &x->scratch[worker * 2 + q->dir], err);
         ts_tile_cache_release(x->cache, q->tb);
     }
     ts_tile_cache_release(x->cache, q->ta);
@@ -59,9 +60,10 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
     int *uses = calloc((size_t)(ps->ntiles ? ps->ntiles : 1), sizeof *uses);
     const int nworkers = ts_pool_size(ps->pool);
     ts_registrar **workers = calloc((size_t)nworkers * 2, sizeof *workers);
+    ts_window_scratch **scratch = calloc((size_t)nworkers * 2, sizeof *scratch);
     ts_tile_cache *cache = NULL;
     ts_status st = TS_OK;
-    if (!plan || !jobs || !geo || !uses || !workers) {
+    if (!plan || !jobs || !geo || !uses || !workers || !scratch) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration of %lld pairs", (long long)n);
         goto done;
     }
@@ -86,7 +88,7 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration's tile cache");
         goto done;
     }
-    pass_ctx x = {ps, p, plan, &sum->model, jobs, geo, cache, workers};
+    pass_ctx x = {ps, p, plan, &sum->model, jobs, geo, cache, workers, scratch};
     if ((st = ts_pool_run(ps->pool, njobs, redo_one, &x, err)) != TS_OK) goto done;
     for (int64_t j = 0; j < njobs; j++) {
         const ts_stage_pair *q = &p[jobs[j]];
@@ -96,6 +98,8 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
     sum->tile_reads = ts_tile_cache_get_stats(cache).loads;
 done:
     for (int i = 0; workers && i < 2 * nworkers; i++) ts_registrar_free(workers[i]);
+    for (int i = 0; scratch && i < 2 * nworkers; i++) ts_window_scratch_free(scratch[i]);
+    free(scratch);
     ts_tile_cache_destroy(cache);
     free(workers), free(uses), free(geo), free(jobs), free(plan);
     return st;
