@@ -665,28 +665,16 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     res->peak_ratio = 1;
     if (++r->memo_gen == 0) r->memo_gen = 1; /* a new pair: the memo is empty */
 
-    copy_strip(r->fa, a, a_stride, h, w);
-    copy_strip(r->fb, b, b_stride, h, w);
-    double mean_a, sd_a, mean_b, sd_b;
-    mean_std(r->fa, n, &mean_a, &sd_a);
-    mean_std(r->fb, n, &mean_b, &sd_b);
-    if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) {
+    /* Copy, pre-filter, background (ts_registrar_prepare, shared with the
+     * stage model's window search). */
+    const float *ha, *hb;
+    ts_status st = ts_registrar_prepare(r, a, a_stride, b, b_stride, &ha, &hb, err);
+    if (st) return st;
+    if (!ha) {
         res->degenerate = true; /* a constant strip: nothing to correlate */
         return TS_OK;
     }
-    /* Negative-valued images (phase contrast) are shifted to be non-negative,
-     * both strips by the same amount so log compression treats them alike. */
-    float lo = min_with_zero(r->fa, r->fb, n);
-    ts_status st = prefilter(r, r->fa, lo, err);
-    if (!st) st = prefilter(r, r->fb, lo, err);
-    if (st) return st;
-
-    memcpy(r->ha, r->fa, n * sizeof(float));
-    memcpy(r->hb, r->fb, n * sizeof(float));
-    if (r->opt.background_px > 1) {
-        ts_subtract_background(r->ha, h, w, r->opt.background_px, r->tmp, r->rowsum);
-        ts_subtract_background(r->hb, h, w, r->opt.background_px, r->tmp, r->rowsum);
-    }
+    double mean_a, sd_a, mean_b, sd_b;
     mean_std(r->ha, n, &mean_a, &sd_a);
     mean_std(r->hb, n, &mean_b, &sd_b);
 
@@ -871,6 +859,8 @@ ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride,
     mean_std(r->fa, n, &mean_a, &sd_a);
     mean_std(r->fb, n, &mean_b, &sd_b);
     if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) return TS_OK;
+    /* Negative-valued images (phase contrast) are shifted to be non-negative,
+     * both strips by the same amount so log compression treats them alike. */
     float lo = min_with_zero(r->fa, r->fb, n);
     ts_status st = prefilter(r, r->fa, lo, err);
     if (!st) st = prefilter(r, r->fb, lo, err);

@@ -89,6 +89,16 @@ void ts_registrar_set_memo(ts_registrar *r, bool on);
  * images, row-major); 0 for an empty or constant overlap. */
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx);
 
+/* For searches that are not a correlation (the stage model's window,
+ * reregister.c), from the registrar's buffers: the strips copied and
+ * pre-filtered as ts_register_strips does them (*ha, *hb the
+ * background-free strips, NULL when a strip is constant), the sub-pixel
+ * refinement of ts_register_strips from an integer shift, and min_ncc. */
+ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+                               size_t b_stride, const float **ha, const float **hb, ts_error *err);
+void ts_registrar_refine(ts_registrar *r, double *dy, double *dx);
+double ts_registrar_min_ncc(const ts_registrar *r);
+
 /* Registers two h x w strips given as row-major views with row strides (in
  * elements). prior_dy/dx: the shift expected from the nominal geometry,
  * returned when a strip carries no signal. */

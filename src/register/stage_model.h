@@ -99,13 +99,6 @@ bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc);
 bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, double min_ncc,
                           ts_register_result *res);
 
-/* Defined in phasecorr.c (they need the registrar's buffers): the strips
- * pre-filtered as ts_register_strips does (*ha, *hb NULL when a strip is
- * constant), and its sub-pixel refinement from an integer shift. */
-ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride, const float *b,
-                               size_t b_stride, const float **ha, const float **hb, ts_error *err);
-void ts_registrar_refine(ts_registrar *r, double *dy, double *dx);
-double ts_registrar_min_ncc(const ts_registrar *r);
 
 /* ---- the pass (stage_pass.c) ---- */
 
