@@ -364,6 +364,12 @@ static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
 }
 
 /* Shape of the first tile (all tiles must share it). */
+/* The largest tile side estimate takes: the strip geometry, registrars and
+ * shifts file hold sides as int (sums of two sides included). Tiles that
+ * large cannot be registered anyway; the --cache and registrar checks say
+ * why for the ones below it. */
+#define TS_MAX_TILE_SIDE (1 << 30)
+
 static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
     for (int w = 0; w < c->plate->nwells; w++) {
         if (c->plate->wells[w].npositions == 0) continue;
@@ -389,6 +395,13 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
         if (c->raw_h <= 0 || c->raw_w <= 0)
             return ts_fail(err, TS_ERR_FORMAT, "%s/%s: empty tile (%lldx%lld px)", path, meta.level_paths[0],
                            (long long)c->raw_h, (long long)c->raw_w);
+        /* Strip geometry, registrars and the shifts file hold tile sides as
+         * int: a side beyond that is refused here rather than wrapping
+         * (a 5e10-px-wide tile was reported as -1539607552 px). */
+        if (c->raw_h > TS_MAX_TILE_SIDE || c->raw_w > TS_MAX_TILE_SIDE)
+            return ts_fail(err, TS_ERR_UNSUPPORTED, "%s/%s: tile of %lldx%lld px; estimate takes tiles of at most "
+                           "%d px a side", path, meta.level_paths[0], (long long)c->raw_h, (long long)c->raw_w,
+                           TS_MAX_TILE_SIDE);
         ts_orient_shape(&c->opt->orientation, c->raw_h, c->raw_w, &c->h, &c->w);
         snprintf(c->probe, sizeof c->probe, "%s/%s", c->plate->wells[w].path, c->plate->wells[w].positions[0]);
         return TS_OK;

@@ -250,6 +250,18 @@ def data_errors_exit_1(plate):
             "beyond --cache 1.0 GiB")
 
 
+    # a tile side beyond what estimate holds as int: refused naming it (it
+    # wrapped: "tile width (-1539607552 px)")
+    wide = os.path.join(TMP, "wide.zarr")
+    shutil.copytree(plate, wide)
+    for w in ("A/1", "B/2"):
+        for pos in os.listdir(os.path.join(wide, w)):
+            if pos.isdigit():
+                set_shape(os.path.join(wide, w, pos, "0"), 4, 50000000000)
+    p = run("estimate", wide, "-o", os.path.join(TMP, "w.yaml"), "--overlap", "10", limit_mb=2048)
+    refused(p, "estimate, 5e10-px-wide tiles", "A/1/000000/0", "40x50000000000", "at most 1073741824 px")
+
+
 def weights_memory(plate, truth):
     big = os.path.join(TMP, "bigtile.zarr")
     shutil.copytree(plate, big)
