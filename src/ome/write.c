@@ -4,6 +4,7 @@
  * of zarr.json attributes with one "version". */
 #include "ome/ome_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,23 @@ ts_status ts_image_write_meta(const char *image_path, ts_ome_version version,
     if (nlevels < 1 || nlevels > TS_MAX_LEVELS)
         return ts_fail(err, TS_ERR_ARG, "%s: %d resolution levels (1 to %d)", image_path, nlevels,
                        TS_MAX_LEVELS);
+    /* jansson has no NaN/infinity and no invalid UTF-8: json_real/json_string
+     * return NULL and the key or entry would be left out without a word
+     * (an image with 3 scale entries for 5 axes). Refused, naming it. */
+    for (int a = 0; a < 5; a++) {
+        double s = meta->scale[a] > 0 ? meta->scale[a] : 1.0;
+        if (!isfinite(s * (double)(1u << (nlevels - 1))) || (meta->has_translation && !isfinite(meta->translation[a])))
+            return ts_fail(err, TS_ERR_ARG, "%s: axis %d's scale %g or translation %g is not a finite number",
+                           image_path, a, meta->scale[a], meta->has_translation ? meta->translation[a] : 0.0);
+    }
+    for (int c = 0; c < meta->nchannels && c < TS_MAX_CHANNELS; c++) {
+        json_t *probe = json_string(meta->channel_labels[c]);
+        if (!probe) return ts_fail(err, TS_ERR_ARG, "%s: channel %d's name is not UTF-8 text", image_path, c);
+        json_decref(probe);
+        for (int k = 0; meta->has_window[c] && k < 4; k++)
+            if (!isfinite(meta->window[c][k]))
+                return ts_fail(err, TS_ERR_ARG, "%s: channel %d's display window is not finite", image_path, c);
+    }
     json_t *ms = json_object();
     if (version == TS_OME_04) json_object_set_new(ms, "version", json_string("0.4"));
     const char *slash = strrchr(image_path, '/');

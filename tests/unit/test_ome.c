@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -393,6 +394,39 @@ static void test_array_axes_mismatch(void **state) {
     free(json);
 }
 
+/* Metadata JSON cannot hold (NaN, infinity, invalid UTF-8) is refused,
+ * naming the image, instead of written without the key (an image with 3
+ * scale entries for 5 axes came out of simulate --pixel-size inf). */
+static void test_unwritable_values_refused(void **state) {
+    (void)state;
+    ts_error err = {0};
+    char img[4300];
+    snprintf(img, sizeof img, "%s/unwritable", tmpdir);
+    ts_remove_tree(img, &err);
+    ts_image_meta m;
+    ts_image_meta_default(&m, 1);
+    m.scale[4] = INFINITY;
+    assert_int_equal(ts_image_write_meta(img, TS_OME_05, &m, 1, &err), TS_ERR_ARG);
+    assert_non_null(strstr(err.message, "unwritable"));
+    ts_image_meta_default(&m, 1);
+    m.scale[3] = 1e308; /* finite, but not at level 2 (x 4) */
+    assert_int_equal(ts_image_write_meta(img, TS_OME_05, &m, 3, &err), TS_ERR_ARG);
+    ts_image_meta_default(&m, 1);
+    m.has_translation = true;
+    m.translation[3] = NAN;
+    assert_int_equal(ts_image_write_meta(img, TS_OME_04, &m, 1, &err), TS_ERR_ARG);
+    ts_image_meta_default(&m, 1);
+    snprintf(m.channel_labels[0], 64, "bad \xff\xfe name");
+    assert_int_equal(ts_image_write_meta(img, TS_OME_05, &m, 1, &err), TS_ERR_ARG);
+    assert_non_null(strstr(err.message, "UTF-8"));
+    ts_image_meta_default(&m, 1);
+    m.has_window[0] = true;
+    m.window[0][0] = 0, m.window[0][1] = NAN, m.window[0][2] = 0, m.window[0][3] = 1;
+    assert_int_equal(ts_image_write_meta(img, TS_OME_05, &m, 1, &err), TS_ERR_ARG);
+    ts_image_meta_default(&m, 1);
+    assert_int_equal(ts_image_write_meta(img, TS_OME_05, &m, 1, &err), TS_OK);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s/ome", TESSERA_TEST_TMP);
     ts_error err = {0};
@@ -402,7 +436,7 @@ int main(void) {
         cmocka_unit_test(test_versions_refused), cmocka_unit_test(test_yaozarrs_v04_plate),
         cmocka_unit_test(test_yaozarrs_v05_plate), cmocka_unit_test(test_yaozarrs_broken),
         cmocka_unit_test(test_large_listing),    cmocka_unit_test(test_info_huge_grid),
-        cmocka_unit_test(test_array_axes_mismatch),
+        cmocka_unit_test(test_array_axes_mismatch), cmocka_unit_test(test_unwritable_values_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
