@@ -22,6 +22,7 @@ program's output on the same inputs, zarr-python's reading of the mosaic.
   cut to 32 bits: 2**32 + 1 ran as 1); a message with bytes that are not
   UTF-8 still a TesseraError; a fractional overlap a TypeError (it was cut).
 """
+import json
 import os
 import subprocess
 import sys
@@ -86,6 +87,10 @@ for well in ("A/1", "B/2"):
 # The same as the program with the same options.
 cli("estimate", plate, "-o", path("cli.yaml"), "--overlap", "32", "--threads", "2", "--quiet")
 tessera.estimate(plate, (32, 32), output=path("py.yaml"), threads=2)
+cj = json.loads(cli("estimate", plate, "-o", path("cli_j.yaml"), "--overlap", "32", "--threads", "2", "--quiet",
+                    "--json").stdout)
+for key in ("reregistered_pairs", "rematched_pairs", "loop_downweighted_pairs", "unmatched_pairs", "pairs"):
+    check(summary.get(key) == cj.get(key), f"estimate summary {key}: {summary.get(key)} vs the CLI's {cj.get(key)}")
 check(open(path("cli.yaml")).read() == open(path("py.yaml")).read(),
       "estimate(output=) and `tessera estimate` wrote different shifts files")
 check(tessera.read_shifts(path("py.yaml")) == shifts, "estimate's returned shifts differ from its file")
