@@ -50,12 +50,17 @@ LIBDIR=$(pkg-config --variable=libdir tessera)
 cc -std=c17 -Wall -Wextra -Werror $SAN -o "$WORK/user" "$WORK/user.c" $(pkg-config --cflags --libs tessera)
 LD_LIBRARY_PATH="$LIBDIR" "$WORK/user" "$WORK/plate.zarr" > "$WORK/info.json" ||
   { echo "FAIL: the program linked with the installed libtessera.so failed"; cat "$WORK/info.json"; exit 1; }
-ldd "$WORK/user" | grep -q "libtessera.so" || { echo "FAIL: -ltessera did not link the shared library"; exit 1; }
+# (ldd's output to a file: `ldd | grep -q` under pipefail fails when grep
+# exits before ldd has written everything)
+ldd "$WORK/user" > "$WORK/ldd.txt"
+grep -q "libtessera.so" "$WORK/ldd.txt" || { echo "FAIL: -ltessera did not link the shared library"; exit 1; }
 rm -rf "$WORK/plate.zarr"
 # shellcheck disable=SC2046
 cc -std=c17 -Wall -Wextra -Werror $SAN -o "$WORK/user" "$WORK/user.c" \
   $(pkg-config --static --cflags --libs tessera | sed 's/-ltessera/-l:libtessera.a/')
 "$WORK/user" "$WORK/plate.zarr" > "$WORK/info.json" || { echo "FAIL: the program built from the installed library failed"; cat "$WORK/info.json"; exit 1; }
-if ldd "$WORK/user" | grep -q "libtessera.so"; then echo "FAIL: -l:libtessera.a linked the shared library"; exit 1; fi
-"$WORK/prefix/bin/tessera" info "$WORK/plate.zarr" | grep -q "A/1" || { echo "FAIL: installed tessera info does not list A/1"; exit 1; }
+ldd "$WORK/user" > "$WORK/ldd.txt"
+if grep -q "libtessera.so" "$WORK/ldd.txt"; then echo "FAIL: -l:libtessera.a linked the shared library"; exit 1; fi
+"$WORK/prefix/bin/tessera" info "$WORK/plate.zarr" > "$WORK/info.txt"
+grep -q "A/1" "$WORK/info.txt" || { echo "FAIL: installed tessera info does not list A/1"; exit 1; }
 echo "ok    installed header, shared and static library and pkg-config file build working programs; installed CLI runs"
