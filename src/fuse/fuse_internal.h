@@ -172,5 +172,10 @@ ts_status fuse_output_open(fuse_well *W, const char *image_path, bool create, ts
 void fuse_output_close(fuse_well *W);
 ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t_out, int64_t z,
                            int64_t band, int64_t bx, ts_error *err);
+/* The valid extent (rows *h, columns *w) of block bx of band `band` at
+ * level k: the block side there, clipped at the level's canvas edge. The
+ * CPU downsampling and the GPU's (gpu_block.c) both take it from here, so
+ * their edge blocks cannot come to differ. */
+void fuse_block_extent(const fuse_layout *L, int k, int64_t band, int64_t bx, int64_t *h, int64_t *w);
 
 #endif

@@ -43,12 +43,6 @@ void fuse_gpu_stop(fuse_well *W) {
     W->gpu = NULL;
 }
 
-/* output.c's level_extent: n halved (rounding up) k times. */
-static int64_t halved(int64_t n, int k) {
-    for (int i = 0; i < k; i++) n = (n + 1) / 2;
-    return n;
-}
-
 ts_status fuse_gpu_block(fuse_well *W, fuse_scratch *sc, int worker, int64_t band_index, int64_t bx,
                          const fuse_strip *const *strips, int nstrips, ts_error *err) {
     const fuse_layout *L = &W->L;
@@ -56,13 +50,8 @@ ts_status fuse_gpu_block(fuse_well *W, fuse_scratch *sc, int worker, int64_t ban
     const int64_t B = L->block;
     ts_gpu_block blk = {.y0 = band->y0, .x0 = bx * B, .y1 = band->y1};
     blk.x1 = blk.x0 + B < L->canvas_w ? blk.x0 + B : L->canvas_w;
-    for (int k = 1; k <= L->levels; k++) {  /* as fuse_write_block */
-        int64_t Bp = B >> (k - 1);
-        blk.hp[k] = halved(L->canvas_h, k - 1) - band_index * Bp;
-        blk.wp[k] = halved(L->canvas_w, k - 1) - bx * Bp;
-        if (blk.hp[k] > Bp) blk.hp[k] = Bp;
-        if (blk.wp[k] > Bp) blk.wp[k] = Bp;
-    }
+    for (int k = 1; k <= L->levels; k++) /* what level k downsamples, as fuse_write_block */
+        fuse_block_extent(L, k - 1, band_index, bx, &blk.hp[k], &blk.wp[k]);
     ts_gpu_strip gs[nstrips > 0 ? nstrips : 1];
     const int *slot_of = band->block_slots + band->block_start[bx];
     for (int k = 0; k < nstrips; k++) {

@@ -15,6 +15,14 @@ static int64_t level_extent(int64_t n, int k) {
     return n;
 }
 
+void fuse_block_extent(const fuse_layout *L, int k, int64_t band, int64_t bx, int64_t *h, int64_t *w) {
+    const int64_t Bk = L->block >> k;
+    *h = level_extent(L->canvas_h, k) - band * Bk;
+    *w = level_extent(L->canvas_w, k) - bx * Bk;
+    if (*h > Bk) *h = Bk;
+    if (*w > Bk) *w = Bk;
+}
+
 static void level_meta(const fuse_well *W, int k, tz_array_meta *m) {
     const fuse_layout *L = &W->L;
     bool v3 = W->format != TS_OME_04;
@@ -151,11 +159,8 @@ ts_status fuse_write_block(fuse_well *W, fuse_scratch *sc, int64_t t, int64_t z,
         int64_t Bk = L->block >> k;
         if (k > 0 && !W->gpu) { /* the GPU wrote every level (gpu_block.c) */
             /* Valid extent of this block at level k-1, then 2x mean. */
-            int64_t Bp = L->block >> (k - 1);
-            int64_t hp = level_extent(L->canvas_h, k - 1) - band * Bp;
-            int64_t wp = level_extent(L->canvas_w, k - 1) - bx * Bp;
-            if (hp > Bp) hp = Bp;
-            if (wp > Bp) wp = Bp;
+            int64_t Bp = L->block >> (k - 1), hp, wp;
+            fuse_block_extent(L, k - 1, band, bx, &hp, &wp);
             memset(sc->level[k], 0, (size_t)(L->C * Bk * Bk) * W->out_elem);
             for (int64_t c = 0; c < L->C; c++) {
                 if (W->label) /* the 2x2 mode: a mean would invent labels */
