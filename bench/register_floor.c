@@ -32,22 +32,6 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static void to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
-    switch (dt) {
-#define CONVERT(T) { const T *s = src; for (size_t i = 0; i < n; i++) dst[i] = (float)s[i]; } break
-    case TS_BOOL: case TS_UINT8: CONVERT(uint8_t);
-    case TS_INT8: CONVERT(int8_t);
-    case TS_UINT16: CONVERT(uint16_t);
-    case TS_INT16: CONVERT(int16_t);
-    case TS_UINT32: CONVERT(uint32_t);
-    case TS_INT32: CONVERT(int32_t);
-    case TS_FLOAT64: CONVERT(double);
-    case TS_FLOAT32: memcpy(dst, src, n * sizeof(float)); break;
-    default: memset(dst, 0, n * sizeof(float)); break;
-#undef CONVERT
-    }
-}
-
 /* The first t/c/z plane of a tile (the trailing two axes are y, x). */
 static float *decode_tile(const ts_plate *plate, int w, int p, int64_t *h, int64_t *wd, double *secs) {
     ts_error err = {0};
@@ -70,7 +54,7 @@ static float *decode_tile(const ts_plate *plate, int w, int p, int64_t *h, int64
         fprintf(stderr, "register_floor: %s\n", err.message);
         exit(1);
     }
-    to_float(raw, am->dtype, n, out);
+    ts_samples_to_float(raw, am->dtype, n, out); /* estimate's conversion */
     *secs += now() - t0;
     free(raw);
     tz_array_close(arr);

@@ -83,7 +83,7 @@ static void well_pos(const est_ctx *c, int64_t id, int *w, int *p) {
     *p = (int)(id - c->tile_base[lo]);
 }
 
-static void to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
+void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
     switch (dt) {
 #define CONVERT(T) { const T *s = src; for (size_t i = 0; i < n; i++) dst[i] = (float)s[i]; } break
     case TS_BOOL: case TS_UINT8: CONVERT(uint8_t);
@@ -150,9 +150,9 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     }
     if ((st = tz_array_read(arr, start, count, raw, err)) != TS_OK) goto fail;
     if (identity) {
-        to_float(raw, am->dtype, n, out); /* the common case: no copy */
+        ts_samples_to_float(raw, am->dtype, n, out); /* the common case: no copy */
     } else {
-        to_float(raw, am->dtype, n, flat);
+        ts_samples_to_float(raw, am->dtype, n, flat);
         ts_orient_plane(o, flat, c->raw_h, c->raw_w, sizeof(float), out);
     }
     free(raw);

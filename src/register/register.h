@@ -158,5 +158,8 @@ void ts_sobel_magnitude(const float *src, float *dst, int h, int w);
 void ts_subtract_background(float *img, int h, int w, int block, float *tmp, double *rowsum);
 /* Contrast-limited adaptive histogram equalisation in place; output in [0, 1]. */
 ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *err);
+/* n samples of type dt as float (what registration reads a plane as); an
+ * unsupported type reads as zeros. */
+void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst);
 
 #endif
