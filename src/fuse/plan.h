@@ -101,10 +101,11 @@ size_t fuse_tile_weights_bytes(int64_t h, int64_t w);
 size_t fuse_tile_plane_bytes(int64_t nc, int64_t raw_h, int64_t raw_w, size_t in_elem);
 
 /* Fills the layout: block = S * chunk with S = shard if given, else the
- * largest S <= 64 (4096 chunks per shard) that the canvas needs, that fits
- * the memory bound and that leaves at least two blocks per thread when the
- * canvas has room for them; rounded up to make the block divisible by
- * 2^levels. */
+ * largest S with S * chunk <= FUSE_AUTO_BLOCK_PX (at least 1) that the
+ * canvas needs, that fits the memory bound and that leaves at least
+ * FUSE_LAYOUT_BLOCKS blocks when the canvas has room for them; rounded up
+ * to a multiple of 2^levels when that stays within the cap and the memory
+ * bound, else to make the block divisible by 2^levels. */
 ts_status fuse_layout_init(fuse_layout *L, const fuse_sizing *s, ts_error *err);
 
 /* Asserts that the band [y0, y1) starts on a block (shard) boundary and
