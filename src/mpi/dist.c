@@ -105,8 +105,8 @@ ts_status ts_dist_reduce(const ts_dist *d, int64_t *v, const ts_dist_op *op, int
     return TS_OK;
 }
 
-/* The first item whose cost prefix reaches target (prefix[i] = the cost of
- * items [0, i), non-decreasing). */
+/* The first item whose middle lies at or past target along the running
+ * sum of cost[0..n) (negative costs count as 0). */
 static int64_t first_reaching(const int64_t *cost, int64_t n, double target) {
     double acc = 0;
     for (int64_t i = 0; i < n; i++) {
