@@ -332,6 +332,7 @@ typedef enum ts_verdict {
     TS_VERDICT_OVERLAP_WRONG, /* measured overlap disagrees with the nominal one */
     TS_VERDICT_IMPLAUSIBLE    /* too few trusted pairs, too many outliers */
 } ts_verdict;
+const char *ts_verdict_name(ts_verdict v); /* "ok", "overlap_wrong", "implausible" (--json's words) */
 
 typedef struct ts_estimate_well_qc {
     char well[32];

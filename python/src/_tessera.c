@@ -398,10 +398,6 @@ static PyObject *overlap_dict(const ts_overlap_qc *q) {
                          q->conf_q[0], q->conf_q[1], q->conf_q[2], "wide_strips", q->probed ? Py_True : Py_False);
 }
 
-static const char *verdict_name(ts_verdict v) {
-    return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap_wrong" : "implausible";
-}
-
 static PyObject *estimate_dict(const ts_estimate_result *r) {
     PyObject *x = overlap_dict(&r->overlap[0]), *y = overlap_dict(&r->overlap[1]);
     PyObject *d = x && y ? Py_BuildValue("{s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:L,s:s,s:s,s:O,s:O,s:O}", "wells",
@@ -410,7 +406,7 @@ static PyObject *estimate_dict(const ts_estimate_result *r) {
                                          (long long)r->low_confidence_pairs, "outlier_pairs",
                                          (long long)r->outlier_pairs, "isolated_tiles", (long long)r->isolated_tiles,
                                          "max_components", r->max_components, "tile_reads", (long long)r->tile_reads,
-                                         "verdict", verdict_name(r->verdict), "message", r->verdict_message,
+                                         "verdict", ts_verdict_name(r->verdict), "message", r->verdict_message,
                                          "written", r->written ? Py_True : Py_False, "x", x, "y", y)
                          : NULL;
     Py_XDECREF(x);

@@ -130,10 +130,6 @@ int cli_estimate_option(const char *cmd, int argc, char **argv, int *i, ts_estim
     return 1;
 }
 
-static const char *verdict_name(ts_verdict v) {
-    return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap_wrong" : "implausible";
-}
-
 /* A figure rounded to digits decimals, null when not finite (no trusted
  * pairs). */
 static json_t *number(double v, int digits) {
@@ -157,7 +153,7 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
     for (int i = 0; i < r->nwell_qc; i++) {
         const ts_estimate_well_qc *w = &r->well_qc[i];
         json_array_append_new(wells, json_pack("{s:o, s:s, s:I, s:i, s:o, s:o, s:o}", "well", cli_json_path(w->well),
-                                               "verdict", verdict_name(w->verdict), "isolated_tiles",
+                                               "verdict", ts_verdict_name(w->verdict), "isolated_tiles",
                                                (json_int_t)w->isolated, "groups", w->groups, "max_residual",
                                                number(w->max_residual, 3), "x", overlap_json(&w->dir[0]), "y",
                                                overlap_json(&w->dir[1])));
@@ -171,7 +167,7 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
                           "strip_right", r->strip_shape[0][0], r->strip_shape[0][1], "strip_below",
                           r->strip_shape[1][0], r->strip_shape[1][1], "seconds", number(seconds, 3),
                           "pairs_per_second", number(seconds > 0 ? (double)r->pairs / seconds : 0.0, 1));
-    json_object_set_new(j, "verdict", json_string(verdict_name(r->verdict)));
+    json_object_set_new(j, "verdict", json_string(ts_verdict_name(r->verdict)));
     json_object_set_new(j, "written", json_boolean(r->written));
     json_object_set_new(j, "reregistered_pairs", json_integer((json_int_t)r->reregistered_pairs));
     json_object_set_new(j, "loop_downweighted_pairs", json_integer((json_int_t)r->loop_downweighted_pairs));
@@ -213,7 +209,7 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
                 w->verdict == TS_VERDICT_IMPLAUSIBLE ? " (implausible)" : "");
     }
     if (left) fprintf(stderr, "tessera %s: ... and %d more wells, all ok\n", cmd, left);
-    fprintf(stderr, "tessera %s: verdict %s", cmd, verdict_name(r->verdict));
+    fprintf(stderr, "tessera %s: verdict %s", cmd, ts_verdict_name(r->verdict));
     for (int d = 0; d < 2; d++)
         if (r->overlap[d].pairs && isfinite(r->overlap[d].overlap))
             fprintf(stderr, "%s overlap %c %.1f px (spread %.1f, nominal %d)", d && r->overlap[0].pairs ? "," : ":",

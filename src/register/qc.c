@@ -39,6 +39,10 @@ void ts_estimate_result_free(ts_estimate_result *r) {
     r->nwell_qc = 0;
 }
 
+const char *ts_verdict_name(ts_verdict v) {
+    return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap_wrong" : "implausible";
+}
+
 bool ts_qc_trusted(const ts_qc_pair *p) {
     return p->matched && !p->outlier && p->confidence >= QC_TRUST_CONF;
 }
