@@ -104,8 +104,30 @@ static int set_enum_name(PyObject *v, const char *name, const char *const *names
     return -1;
 }
 
+/* The keywords that take one of a few names, the CLI's words. Each sets
+ * an enum field through an int: they are all int-sized (checked below). */
+static const struct {
+    kind k;
+    const char *const names[5]; /* NULL-terminated */
+    int values[4];
+} ENUMS[] = {
+    {K_ORDER, {"row", "column", "snake-row", "snake-column"},
+     {TS_ORDER_ROW, TS_ORDER_COLUMN, TS_ORDER_SNAKE_ROW, TS_ORDER_SNAKE_COLUMN}},
+    {K_FORMAT, {"0.4", "0.5"}, {TS_OME_04, TS_OME_05}},
+    {K_SOLVER, {"l1", "l2"}, {TS_SOLVER_L1, TS_SOLVER_L2}},
+    {K_BLEND, {"edt", "average", "label"}, {TS_BLEND_EDT, TS_BLEND_AVERAGE, TS_BLEND_LABEL}},
+    {K_TCZ, {"min", "max"}, {TS_TCZ_MIN, TS_TCZ_MAX}},
+    {K_DEVICE, {"cpu", "gpu", "auto"}, {TS_DEVICE_CPU, TS_DEVICE_GPU, TS_DEVICE_AUTO}}, /* docs/gpu.md */
+};
+_Static_assert(sizeof(ts_import_order) == sizeof(int) && sizeof(ts_ome_version) == sizeof(int) &&
+                   sizeof(ts_solver) == sizeof(int) && sizeof(ts_blend) == sizeof(int) &&
+                   sizeof(ts_tcz_policy) == sizeof(int) && sizeof(ts_device) == sizeof(int),
+               "an enum keyword's field is set through an int");
+
 static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog) {
     void *dst = base + f->off;
+    for (size_t i = 0; i < sizeof ENUMS / sizeof ENUMS[0]; i++)
+        if (ENUMS[i].k == f->k) return set_enum_name(v, f->name, ENUMS[i].names, ENUMS[i].values, (int *)dst);
     switch (f->k) {
     case K_INT: {
         long x = PyLong_AsLong(v);
@@ -164,35 +186,11 @@ static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog
         *(const char **)(base + f->off2) = src == TS_POSITIONS_FILE ? s : NULL;
         return 0;
     }
-    case K_ORDER: {
-        static const char *const n[] = {"row", "column", "snake-row", "snake-column", NULL};
-        static const int val[] = {TS_ORDER_ROW, TS_ORDER_COLUMN, TS_ORDER_SNAKE_ROW, TS_ORDER_SNAKE_COLUMN};
-        int x;
-        if (set_enum_name(v, f->name, n, val, &x)) return -1;
-        *(ts_import_order *)dst = (ts_import_order)x;
-        return 0;
-    }
-    case K_FORMAT: {
-        static const char *const n[] = {"0.4", "0.5", NULL};
-        static const int val[] = {TS_OME_04, TS_OME_05};
-        int x;
-        if (set_enum_name(v, f->name, n, val, &x)) return -1;
-        *(ts_ome_version *)dst = (ts_ome_version)x;
-        return 0;
-    }
     case K_DTYPE: {
         const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
         ts_dtype d = s ? ts_dtype_from_name(s) : TS_DTYPE_INVALID;
         if (d == TS_DTYPE_INVALID) { PyErr_Format(PyExc_ValueError, "%s: not a dtype name", f->name); return -1; }
         *(ts_dtype *)dst = d;
-        return 0;
-    }
-    case K_SOLVER: {
-        static const char *const n[] = {"l1", "l2", NULL};
-        static const int val[] = {TS_SOLVER_L1, TS_SOLVER_L2};
-        int x;
-        if (set_enum_name(v, f->name, n, val, &x)) return -1;
-        *(ts_solver *)dst = (ts_solver)x;
         return 0;
     }
     case K_EDGE_WEIGHTS: {
@@ -203,30 +201,6 @@ static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog
         }
         return 0;
     }
-    case K_BLEND: {
-        static const char *const n[] = {"edt", "average", "label", NULL};
-        static const int val[] = {TS_BLEND_EDT, TS_BLEND_AVERAGE, TS_BLEND_LABEL};
-        int x;
-        if (set_enum_name(v, f->name, n, val, &x)) return -1;
-        *(ts_blend *)dst = (ts_blend)x;
-        return 0;
-    }
-    case K_TCZ: {
-        static const char *const n[] = {"min", "max", NULL};
-        static const int val[] = {TS_TCZ_MIN, TS_TCZ_MAX};
-        int x;
-        if (set_enum_name(v, f->name, n, val, &x)) return -1;
-        *(ts_tcz_policy *)dst = (ts_tcz_policy)x;
-        return 0;
-    }
-    case K_DEVICE: { /* docs/gpu.md */
-        static const char *const n[] = {"cpu", "gpu", "auto", NULL};
-        static const int val[] = {TS_DEVICE_CPU, TS_DEVICE_GPU, TS_DEVICE_AUTO};
-        int x;
-        if (set_enum_name(v, f->name, n, val, &x)) return -1;
-        *(ts_device *)dst = (ts_device)x;
-        return 0;
-    }
     case K_PROGRESS:
         if (v == Py_None) return 0;
         if (!PyCallable_Check(v)) { PyErr_Format(PyExc_TypeError, "%s: must be callable(stage, done, total)", f->name); return -1; }
@@ -234,6 +208,7 @@ static int set_field(char *base, const field *f, PyObject *v, progress_ctx *prog
         *(ts_progress_fn *)dst = progress_trampoline;
         *(void **)(base + f->off2) = prog;
         return 0;
+    default: break; /* the ENUMS kinds, set above */
     }
     return -1;
 }
