@@ -91,6 +91,23 @@ def set_shape(array_dir, axis, value):
         json.dump(meta, f)
 
 
+def set_tile_shapes(store, wells, sizes):
+    """set_shape on the level 0 of every tile of the wells; sizes: axis -> value."""
+    for w in wells:
+        for pos in os.listdir(os.path.join(store, w)):
+            if pos.isdigit():
+                for axis, value in sizes.items():
+                    set_shape(os.path.join(store, w, pos, "0"), axis, value)
+
+
+def reshaped_copy(plate, name, sizes, wells=("A/1", "B/2")):
+    """A copy of plate in TMP/name whose tiles claim the sizes."""
+    dst = os.path.join(TMP, name)
+    shutil.copytree(plate, dst)
+    set_tile_shapes(dst, wells, sizes)
+    return dst
+
+
 def shifts_vs_plate(plate, truth):
     out = os.path.join(TMP, "o.zarr")
 
@@ -220,12 +237,7 @@ def info_errors(plate):
 
 
 def data_errors_exit_1(plate):
-    bad = os.path.join(TMP, "rows0.zarr")
-    shutil.copytree(plate, bad)
-    for w in ("A/1", "B/2"):
-        for pos in os.listdir(os.path.join(bad, w)):
-            if pos.isdigit():
-                set_shape(os.path.join(bad, w, pos, "0"), 3, 0)
+    bad = reshaped_copy(plate, "rows0.zarr", {3: 0})
     refused(run("estimate", bad, "-o", os.path.join(TMP, "r.yaml"), "--overlap", "10"), "estimate, 0-row tiles",
             "A/1/000000/0: empty tile (0x48 px)")
     refused(run("stitch", bad, "-o", os.path.join(TMP, "r.zarr"), "--overlap", "10"), "stitch, 0-row tiles",
@@ -233,12 +245,7 @@ def data_errors_exit_1(plate):
     # tiles claiming 31610880 rows: the registrar of their strips does not
     # fit 4 GiB of address space; the message names the pair and the plate
     # (it was "out of memory for a 31610880x20 registrar")
-    tall = os.path.join(TMP, "tall.zarr")
-    shutil.copytree(plate, tall)
-    for w in ("A/1", "B/2"):
-        for pos in os.listdir(os.path.join(tall, w)):
-            if pos.isdigit():
-                set_shape(os.path.join(tall, w, pos, "0"), 3, 31610880)
+    tall = reshaped_copy(plate, "tall.zarr", {3: 31610880})
     # (a --cache that holds a pair of them, so that the registrar is what
     # does not fit; at the default --cache the pair is refused first)
     p = run("estimate", tall, "-o", os.path.join(TMP, "t.yaml"), "--overlap", "20", "--threads", "1",
@@ -252,25 +259,15 @@ def data_errors_exit_1(plate):
 
     # a tile side beyond what estimate holds as int: refused naming it (it
     # wrapped: "tile width (-1539607552 px)")
-    wide = os.path.join(TMP, "wide.zarr")
-    shutil.copytree(plate, wide)
-    for w in ("A/1", "B/2"):
-        for pos in os.listdir(os.path.join(wide, w)):
-            if pos.isdigit():
-                set_shape(os.path.join(wide, w, pos, "0"), 4, 50000000000)
+    wide = reshaped_copy(plate, "wide.zarr", {4: 50000000000})
     p = run("estimate", wide, "-o", os.path.join(TMP, "w.yaml"), "--overlap", "10", limit_mb=2048)
     refused(p, "estimate, 5e10-px-wide tiles", "A/1/000000/0", "40x50000000000", "at most 1073741824 px")
 
 
 def weights_memory(plate, truth):
-    big = os.path.join(TMP, "bigtile.zarr")
-    shutil.copytree(plate, big)
     # every tile of A/1 claims 20000 x 20000 (metadata only: fuse sizes the
     # weights before reading a pixel)
-    for pos in os.listdir(os.path.join(big, "A", "1")):
-        if pos.isdigit():
-            set_shape(os.path.join(big, "A", "1", pos, "0"), 3, 20000)
-            set_shape(os.path.join(big, "A", "1", pos, "0"), 4, 20000)
+    big = reshaped_copy(plate, "bigtile.zarr", {3: 20000, 4: 20000}, wells=("A/1",))
     s = edit_shifts(truth, os.path.join(TMP, "big.yaml"),
                     lambda t: t.replace("tile_shape: [40, 48]\n", ""))
     out = os.path.join(TMP, "big_out.zarr")
@@ -280,10 +277,7 @@ def weights_memory(plate, truth):
     refused(p, "20000^2 tile at --memory 256M", "tile A/1/000000", "20000x20000", "--memory", "bigtile.zarr")
     check(not os.path.exists(out), "20000^2 tile: output left behind")
     # a bigger budget holds it (the check is not a size limit)
-    for pos in os.listdir(os.path.join(big, "A", "1")):
-        if pos.isdigit():
-            set_shape(os.path.join(big, "A", "1", pos, "0"), 3, 60000)
-            set_shape(os.path.join(big, "A", "1", pos, "0"), 4, 60000)
+    set_tile_shapes(big, ("A/1",), {3: 60000, 4: 60000})
     p = run("fuse", big, s, "-o", out, "--memory", "2G", "--wells", "A/1", limit_mb=4096)
     refused(p, "60000^2 tile at --memory 2G", "tile A/1/000000", "60000x60000", "--memory")
     # estimate too: a pair of such tiles is held as float32 in its cache,
