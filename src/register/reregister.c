@@ -94,9 +94,30 @@ static ts_status scan_grid(window_grid *gr, const float *a, const float *b, int 
     return TS_OK;
 }
 
+void ts_rereg_scratch_free(ts_rereg_scratch *s) {
+    if (!s) return;
+    ts_window_scratch_free(s->win);
+    free(s->work);
+    s->win = NULL, s->work = NULL, s->cap = 0;
+}
+
+static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w, int ry,
+                        int rx, bool have_first, double first_dy, double first_dx, ts_rereg_result *out,
+                        ts_rereg_scratch *sc, ts_error *err);
+
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
                              int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
-                             ts_rereg_result *out, ts_window_scratch **scratch, ts_error *err) {
+                             ts_rereg_result *out, ts_rereg_scratch *scratch, ts_error *err) {
+    if (scratch) return search(r, g, a, b, w, ry, rx, have_first, first_dy, first_dx, out, scratch, err);
+    ts_rereg_scratch own = {0};
+    ts_status st = search(r, g, a, b, w, ry, rx, have_first, first_dy, first_dx, out, &own, err);
+    ts_rereg_scratch_free(&own);
+    return st;
+}
+
+static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w, int ry,
+                        int rx, bool have_first, double first_dy, double first_dx, ts_rereg_result *out,
+                        ts_rereg_scratch *sc, ts_error *err) {
     memset(out, 0, sizeof *out);
     out->second = -1;
     out->ncc_first = -2;
@@ -121,16 +142,20 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
     const int lh = sh / f, lw = sw / f;
     window_grid gr = {2 * (ry / f) + 1, 2 * (rx / f) + 1, (int)lround(g->prior_dy / f), (int)lround(g->prior_dx / f),
                       NULL, -1, -1};
-    const size_t cells = (size_t)gr.ny * (size_t)gr.nx;
-    gr.v = malloc(cells * sizeof *gr.v);
-    double *vals = malloc(cells * 2 * sizeof *vals);
-    float *la = f > 1 ? malloc((size_t)lh * (size_t)lw * sizeof *la) : NULL;
-    float *lb = f > 1 ? malloc((size_t)lh * (size_t)lw * sizeof *lb) : NULL;
-    float *flip = malloc((size_t)lh * (size_t)lw * sizeof *flip);
-    if (!gr.v || !vals || (f > 1 && (!la || !lb)) || !flip) {
-        free(gr.v), free(vals), free(la), free(lb), free(flip);
-        return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d search window", gr.ny, gr.nx);
+    const size_t cells = (size_t)gr.ny * (size_t)gr.nx, level = (size_t)lh * (size_t)lw;
+    /* The window's cells, its samples (and their median's scratch), the
+     * level's strips and strip b mirrored: one block the worker keeps
+     * (doubles first, so the floats after them stay aligned). */
+    const size_t need = 3 * cells * sizeof(double) + (f > 1 ? 3 : 1) * level * sizeof(float);
+    if (need > sc->cap) {
+        void *nw = realloc(sc->work, need);
+        if (!nw) return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d search window", gr.ny, gr.nx);
+        sc->work = nw, sc->cap = need;
     }
+    gr.v = sc->work;
+    double *vals = gr.v + cells;
+    float *flip = (float *)(vals + 2 * cells);
+    float *la = f > 1 ? flip + level : NULL, *lb = f > 1 ? flip + 2 * level : NULL;
     if (f > 1) {
         block_means(ha, sh, sw, f, la, lh, lw);
         block_means(hb, sh, sw, f, lb, lh, lw);
@@ -140,14 +165,8 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
      * f = 2 a 4-px side was 8 px, and true 8-px overlaps fell on the edge). */
     const int lside = (MIN_SIDE + f - 1) / f < 2 ? 2 : (MIN_SIDE + f - 1) / f;
     int64_t nv = 0;
-    if ((st = scan_grid(&gr, ea, eb, lh, lw, lside, vals, &nv, scratch, err)) != TS_OK) {
-        free(gr.v), free(vals), free(la), free(lb), free(flip);
-        return st;
-    }
-    if (gr.bi < 0) {
-        free(gr.v), free(vals), free(la), free(lb), free(flip);
-        return TS_OK; /* the window leaves no overlap */
-    }
+    if ((st = scan_grid(&gr, ea, eb, lh, lw, lside, vals, &nv, &sc->win, err)) != TS_OK) return st;
+    if (gr.bi < 0) return TS_OK; /* the window leaves no overlap */
 #define CELL(i, j) gr.v[(size_t)(i) * (size_t)gr.nx + (size_t)(j)]
     /* Local maxima (3x3) of the level: the best, the next best away from
      * the best's neighbourhood (a true match is one peak, noise many), and
@@ -210,15 +229,12 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
                 flip[(size_t)y * (size_t)lw + (size_t)x] =
                     tall ? eb[(size_t)(lh - 1 - y) * (size_t)lw + (size_t)x] : eb[(size_t)y * (size_t)lw + (size_t)(lw - 1 - x)];
         /* (gr.v is free for it: the window's cells were read above) */
-        if ((st = ts_window_ncc(ea, flip, lh, lw, gr.cy, gr.cx, gr.ny, gr.nx, lside, gr.v, scratch, err)) != TS_OK) {
-            free(gr.v), free(vals), free(la), free(lb), free(flip);
+        if ((st = ts_window_ncc(ea, flip, lh, lw, gr.cy, gr.cx, gr.ny, gr.nx, lside, gr.v, &sc->win, err)) != TS_OK)
             return st;
-        }
         for (size_t k = 0; k < cells; k++)
             if (gr.v[k] > out->null_max) out->null_max = gr.v[k];
     }
 #undef CELL
-    free(gr.v), free(vals), free(la), free(lb), free(flip);
     if (!(best > -2)) return TS_OK;
     if (f > 1 && (abs(by - cy) == ry || abs(bx - cx) == rx)) out->border = true;
     if (have_first) {

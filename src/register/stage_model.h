@@ -83,13 +83,24 @@ typedef struct ts_rereg_result {
                             along the shared edge (unrelated content, same texture); else -2 */
 } ts_rereg_result;
 
+/* What a worker keeps from one search to the next (zero-initialised; grown,
+ * never shrunk): the window NCC's FFT buffers and the search's work arrays,
+ * which were allocated per pair before (strip-sized, five per pair). */
+typedef struct ts_rereg_scratch {
+    ts_window_scratch *win;
+    void *work;
+    size_t cap; /* bytes at work */
+} ts_rereg_scratch;
+void ts_rereg_scratch_free(ts_rereg_scratch *s); /* frees what it holds, leaves it zeroed */
+
 /* Searches the window of half-widths (ry, rx) around the prior of
  * geometry g (ts_strip_geometry_at for the prediction) for tiles a, b
  * (h x w, row-major); first_dy/dx: the first pass's offset, scored in the
- * same strips for the choice. r: a registrar of g's strip shape. */
+ * same strips for the choice. r: a registrar of g's strip shape. scratch:
+ * the worker's (NULL: made and freed per call). */
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
                              int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
-                             ts_rereg_result *out, ts_window_scratch **scratch, ts_error *err);
+                             ts_rereg_result *out, ts_rereg_scratch *scratch, ts_error *err);
 
 /* Whether the window's maximum is a match (a clear peak above the window's
  * noise, docs/register.md has the measurements), and the result to keep

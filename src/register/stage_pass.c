@@ -20,7 +20,7 @@ typedef struct pass_ctx {
     const ts_strip_geometry *geo;  /* strips per job */
     ts_tile_cache *cache;
     ts_registrar **workers;        /* [worker * 2 + dir] */
-    ts_window_scratch **scratch;   /* [worker * 2 + dir]: the window search's FFT buffers */
+    ts_rereg_scratch *scratch;     /* [worker * 2 + dir]: the window search's buffers */
 } pass_ctx;
 
 static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
@@ -60,7 +60,7 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
     int *uses = calloc((size_t)(ps->ntiles ? ps->ntiles : 1), sizeof *uses);
     const int nworkers = ts_pool_size(ps->pool);
     ts_registrar **workers = calloc((size_t)nworkers * 2, sizeof *workers);
-    ts_window_scratch **scratch = calloc((size_t)nworkers * 2, sizeof *scratch);
+    ts_rereg_scratch *scratch = calloc((size_t)nworkers * 2, sizeof *scratch);
     ts_tile_cache *cache = NULL;
     ts_status st = TS_OK;
     if (!plan || !jobs || !geo || !uses || !workers || !scratch) {
@@ -98,7 +98,7 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
     sum->tile_reads = ts_tile_cache_get_stats(cache).loads;
 done:
     for (int i = 0; workers && i < 2 * nworkers; i++) ts_registrar_free(workers[i]);
-    for (int i = 0; scratch && i < 2 * nworkers; i++) ts_window_scratch_free(scratch[i]);
+    for (int i = 0; scratch && i < 2 * nworkers; i++) ts_rereg_scratch_free(&scratch[i]);
     free(scratch);
     ts_tile_cache_destroy(cache);
     free(workers), free(uses), free(geo), free(jobs), free(plan);

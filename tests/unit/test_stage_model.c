@@ -122,6 +122,9 @@ static ts_rereg_result search(const float *a, const float *b, bool have_first, d
     return search_rx(a, b, have_first, fdy, fdx, 18);
 }
 
+/* The worker's scratch the searches use (NULL: made per call). */
+static ts_rereg_scratch *kept;
+
 static ts_rereg_result search_rx(const float *a, const float *b, bool have_first, double fdy, double fdx, int rx) {
     ts_register_options opt;
     ts_register_options_init(&opt);
@@ -141,7 +144,7 @@ static ts_rereg_result search_rx(const float *a, const float *b, bool have_first
     ts_registrar *r;
     assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
     ts_rereg_result x;
-    assert_int_equal(ts_reregister_pair(r, &g, a, b, W, d->radius[0], d->radius[1], have_first, fdy, fdx, &x, NULL, NULL), TS_OK);
+    assert_int_equal(ts_reregister_pair(r, &g, a, b, W, d->radius[0], d->radius[1], have_first, fdy, fdx, &x, kept, NULL), TS_OK);
     ts_registrar_free(r);
     return x;
 }
@@ -215,10 +218,54 @@ static void test_confined_search(void **state) {
     free(img), free(a), free(b), free(fimg), free(fa), free(fb), free(blank);
 }
 
+/* One scratch kept across searches of different windows, content and
+ * levels (as a pool worker keeps it): the same results, bit for bit, as
+ * with buffers made per call, and the block of the widest search serves
+ * the narrower ones after it. */
+static void test_kept_scratch(void **state) {
+    (void)state;
+    const int iw = 2 * W;
+    float *img = specimen(H + 8, iw, 7u, 60.0);
+    float *a = cut(img, iw, 0, 0), *b = cut(img, iw, 2, W - 8), *fb = cut(img, iw, 2, W - 8);
+    add_noise(a, 1u, 2.0);
+    add_noise(b, 2u, 2.0);
+    add_noise(fb, 4u, FAINT_NOISE);
+    float *blank = calloc((size_t)H * W, sizeof *blank);
+    for (int i = 0; i < H * W; i++) blank[i] = 100;
+    add_noise(blank, 5u, 2.0);
+    const float *bs[4] = {b, fb, blank, b};
+    const int rxs[4] = {60, 18, 18, 60};
+    ts_rereg_result fresh[4], reused[4];
+    for (int k = 0; k < 4; k++) fresh[k] = search_rx(a, bs[k], k == 3, 2, W - 8, rxs[k]);
+    ts_rereg_scratch sc = {0};
+    kept = &sc;
+    reused[0] = search_rx(a, bs[0], false, 2, W - 8, rxs[0]);
+    const void *block = sc.work;
+    const size_t cap = sc.cap;
+    assert_non_null(block);
+    assert_non_null(sc.win);
+    for (int k = 1; k < 4; k++) reused[k] = search_rx(a, bs[k], k == 3, 2, W - 8, rxs[k]);
+    kept = NULL;
+    assert_ptr_equal(sc.work, block);
+    assert_int_equal(sc.cap, cap);
+    for (int k = 0; k < 4; k++) { /* field by field: the struct has padding */
+        const ts_rereg_result *p = &reused[k], *q = &fresh[k];
+        assert_int_equal(p->searched, q->searched);
+        assert_int_equal(p->border, q->border);
+        const double pv[] = {p->dy, p->dx, p->ncc, p->search_best, p->second, p->median, p->spread, p->ncc_first, p->null_max};
+        const double qv[] = {q->dy, q->dx, q->ncc, q->search_best, q->second, q->median, q->spread, q->ncc_first, q->null_max};
+        assert_memory_equal(pv, qv, sizeof pv);
+    }
+    ts_rereg_scratch_free(&sc);
+    assert_null(sc.work);
+    free(img), free(a), free(b), free(fb), free(blank);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_and_plan),
         cmocka_unit_test(test_confined_search),
+        cmocka_unit_test(test_kept_scratch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
