@@ -55,6 +55,38 @@ static int cmp_float(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+static void swap_float(float *a, float *b) {
+    float t = *a;
+    *a = *b, *b = t;
+}
+
+/* Puts the value of rank k of s[lo, hi) at s[k], everything in [lo, k)
+ * no larger and everything in (k, hi) no smaller (s holds no NaN). Sorting
+ * the whole sample for two ranks was most of a float32 fuse (qsort of 4M
+ * values: 40 % of fusing a 3800 x 3800 canvas); a three-way partition keeps
+ * runs of equal values (blended integers) linear, and a pathological input
+ * that defeats the median-of-three pivots falls back to qsort. */
+static void select_rank(float *s, size_t lo, size_t hi, size_t k) {
+    for (int rounds = 0; hi - lo > 1; rounds++) {
+        if (rounds == 64) {
+            qsort(s + lo, hi - lo, sizeof *s, cmp_float);
+            return;
+        }
+        float a = s[lo], b = s[lo + (hi - lo) / 2], c = s[hi - 1];
+        float p = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+        /* [lo, lt) < p, [lt, gt) == p, [gt, hi) > p */
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            if (s[i] < p) swap_float(&s[lt++], &s[i++]);
+            else if (s[i] > p) swap_float(&s[i], &s[--gt]);
+            else i++;
+        }
+        if (k < lt) hi = lt;
+        else if (k >= gt) lo = gt;
+        else return;
+    }
+}
+
 /* The value of rank r (0-based) among the non-zero histogram entries. */
 static double hist_rank(const uint64_t *hist, uint64_t r) {
     uint64_t seen = 0;
@@ -87,11 +119,17 @@ bool ome_window_result(const ome_window_acc *a, double out[4]) {
         float *s = malloc(a->n * sizeof *s);
         if (!s) return false;
         memcpy(s, a->vals, a->n * sizeof *s);
-        qsort(s, a->n, sizeof *s, cmp_float);
+        float vmin = s[0], vmax = s[0];
+        for (size_t i = 1; i < a->n; i++) {
+            vmin = s[i] < vmin ? s[i] : vmin;
+            vmax = s[i] > vmax ? s[i] : vmax;
+        }
+        select_rank(s, 0, a->n, (size_t)rlo);
+        select_rank(s, (size_t)rlo, a->n, (size_t)rhi); /* rhi >= rlo: in the upper part */
         lo = s[rlo];
         hi = s[rhi];
-        out[0] = s[0] < 0 ? s[0] : 0;
-        out[1] = s[a->n - 1] > 0 ? s[a->n - 1] : 0;
+        out[0] = vmin < 0 ? vmin : 0;
+        out[1] = vmax > 0 ? vmax : 0;
         free(s);
         if (hi <= lo) hi = lo + (fabs(lo) > 1 ? fabs(lo) * 1e-6 : 1e-6);
         if (out[1] < hi) out[1] = hi;

@@ -115,6 +115,43 @@ static void test_window_quantiles(void **state) {
     assert_true(ome_window_result(&a, w));
     assert_true(w[0] == -2 && w[1] == 3 && w[2] == -2 && w[3] == 3);
     ome_window_free(&a);
+    /* float32 ranks are selected, not sorted: the same values as the
+     * sorted sample's nearest ranks, on ties (blended integers), on sorted
+     * and reversed input (the pivots' worst cases) and with negatives */
+    enum { NF = 100003 };
+    float *fv = malloc(NF * sizeof *fv), *sorted = malloc(NF * sizeof *sorted);
+    assert_non_null(fv);
+    assert_non_null(sorted);
+    for (int pass = 0; pass < 4; pass++) {
+        uint32_t x = 12345u;
+        for (int i = 0; i < NF; i++) {
+            x = x * 1664525u + 1013904223u;
+            fv[i] = pass == 0   ? (float)(x >> 20) + 1.0f     /* 4096 values, many ties */
+                    : pass == 1 ? (float)i + 1.0f              /* sorted */
+                    : pass == 2 ? (float)(NF - i)              /* reversed */
+                                : (float)((int32_t)x) / 65536.0f; /* both signs */
+            if (fv[i] == 0) fv[i] = 1;
+            sorted[i] = fv[i];
+        }
+        for (int gap = NF / 2; gap > 0; gap /= 2)
+            for (int i = gap; i < NF; i++) {
+                float t = sorted[i];
+                int j = i;
+                for (; j >= gap && sorted[j - gap] > t; j -= gap) sorted[j] = sorted[j - gap];
+                sorted[j] = t;
+            }
+        assert_true(ome_window_init(&a, TS_FLOAT32));
+        ome_window_add(&a, fv, NF);
+        assert_true(ome_window_result(&a, w));
+        const size_t rlo = (size_t)floor(OME_WINDOW_LOW * (NF - 1)), rhi = (size_t)ceil(OME_WINDOW_HIGH * (NF - 1));
+        if (w[2] != sorted[rlo] || w[3] != sorted[rhi] || w[0] != (sorted[0] < 0 ? sorted[0] : 0) ||
+            w[1] != sorted[NF - 1])
+            fail_msg("pass %d: window %g %g %g %g, sorted ranks %g %g, extremes %g %g", pass, w[0], w[1], w[2], w[3],
+                     sorted[rlo], sorted[rhi], sorted[0], sorted[NF - 1]);
+        ome_window_free(&a);
+    }
+    free(fv);
+    free(sorted);
     /* no window from data for other dtypes */
     assert_false(ome_window_init(&a, TS_INT32));
     ome_window_free(&a);
