@@ -245,11 +245,8 @@ static double sum_f64(const float *img, size_t n) {
     ts_v2d s0 = {0}, s1 = {0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        ts_v2f lo, hi;
-        memcpy(&lo, img + i, sizeof lo);
-        memcpy(&hi, img + i + 2, sizeof hi);
-        s0 += __builtin_convertvector(lo, ts_v2d);
-        s1 += __builtin_convertvector(hi, ts_v2d);
+        s0 += ts_v2f_load_v2d(img + i);
+        s1 += ts_v2f_load_v2d(img + i + 2);
     }
     double t = 0;
     for (; i < n; i++) t += img[i];
@@ -262,10 +259,7 @@ static void mean_std(const float *img, size_t n, double *mean, double *sd) {
     ts_v2d s0 = {0}, s1 = {0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        ts_v2f lo, hi;
-        memcpy(&lo, img + i, sizeof lo);
-        memcpy(&hi, img + i + 2, sizeof hi);
-        ts_v2d d0 = __builtin_convertvector(lo, ts_v2d) - m2, d1 = __builtin_convertvector(hi, ts_v2d) - m2;
+        ts_v2d d0 = ts_v2f_load_v2d(img + i) - m2, d1 = ts_v2f_load_v2d(img + i + 2) - m2;
         s0 += d0 * d0;
         s1 += d1 * d1;
     }

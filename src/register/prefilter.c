@@ -141,10 +141,7 @@ static void box_cols(const float *src, float *dst, int h, int w, int r, double *
             ts_v2d u = ts_v2d_load(sum + x);
             ts_v2f f = __builtin_convertvector(u, ts_v2f) * (ts_v2f){norm, norm};
             memcpy(d + x, &f, sizeof f);
-            ts_v2f a2, s2;
-            memcpy(&a2, add + x, sizeof a2);
-            memcpy(&s2, sub + x, sizeof s2);
-            u += __builtin_convertvector(a2, ts_v2d) - __builtin_convertvector(s2, ts_v2d);
+            u += ts_v2f_load_v2d(add + x) - ts_v2f_load_v2d(sub + x);
             ts_v2d_store(sum + x, u);
         }
         for (; x < w; x++) {

@@ -44,6 +44,13 @@ static inline ts_v2d ts_v2d_load(const double *p) {
 
 static inline void ts_v2d_store(double *p, ts_v2d v) { memcpy(p, &v, sizeof v); }
 
+/* Two floats loaded (unaligned) and widened to double, exactly. */
+static inline ts_v2d ts_v2f_load_v2d(const float *p) {
+    ts_v2f v;
+    memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, ts_v2d);
+}
+
 /* The four lanes summed in double, in a fixed pairwise order. */
 static inline double ts_v4f_sum(ts_v4f v) {
     return ((double)v[0] + (double)v[1]) + ((double)v[2] + (double)v[3]);
