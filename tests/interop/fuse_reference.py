@@ -210,9 +210,14 @@ def write_shifts(path, plate_info, orientation=None, tile_shape=None):
 
 
 def read_output(store, well, level=0):
-    """Reads a fused image with an independent reader: zarr-python for v2
+    """Reads a fused image with an independent reader (read_array)."""
+    return read_array(os.path.join(store, well, "0", str(level)))
+
+
+def read_array(arr_dir):
+    """Reads a zarr array with an independent reader: zarr-python for v2
     (0.4), zarrita (node, tests/interop/js) for v3 (0.5)."""
-    arr_dir = os.path.abspath(os.path.join(store, well, "0", str(level)))
+    arr_dir = os.path.abspath(arr_dir)
     if os.path.exists(os.path.join(arr_dir, ".zarray")):
         import zarr
         return zarr.open_array(zarr.DirectoryStore(arr_dir, dimension_separator="/"), mode="r")[...]
@@ -237,8 +242,7 @@ def read_many_v3_zarrita(arr_dirs):
         lines = [json.loads(x) for x in p.stdout.strip().splitlines() if x.startswith("{")]
         if p.returncode != 0 or len(lines) != len(arr_dirs) or not all(x.get("ok") for x in lines):
             raise RuntimeError("zarrita could not read %s: %s %s" % (arr_dirs, lines, p.stderr))
-        dts = {"uint16": np.uint16, "float32": np.float32, "uint8": np.uint8}
-        return [np.fromfile(os.path.join(td, "%d.bin" % i), dtype=dts[x["dtype"]]).reshape(x["shape"])
+        return [np.fromfile(os.path.join(td, "%d.bin" % i), dtype=np.dtype(x["dtype"])).reshape(x["shape"])
                 for i, x in enumerate(lines)]
 
 
@@ -279,19 +283,25 @@ def _attrs(group_dir):
         return json.load(f)
 
 
+def validate_schema(kind, attrs, version, schemas=None):
+    """Validates attrs against the OME-NGFF `kind` schema (plate, well,
+    image, label, ...); raises jsonschema.ValidationError."""
+    import jsonschema
+    schemas = schemas or _ngff_schemas(version)
+    s = schemas["https://ngff.openmicroscopy.org/%s/schemas/%s.schema" % (version, kind)]
+    cls = jsonschema.validators.validator_for(s)
+    resolver = jsonschema.RefResolver(base_uri=s.get("$id", ""), referrer=s, store=schemas)
+    cls(s, resolver=resolver).validate(attrs)
+
+
 def validate_ngff(store, wells, version):
     """Validates the plate, well and image metadata of a fused store against
     the official OME-NGFF JSON schemas (the normative ones; the 0.4 strict_*
     variants add recommendations such as acquisition names)."""
-    import jsonschema
     schemas = _ngff_schemas(version)
-    pre = "https://ngff.openmicroscopy.org/%s/schemas/" % version
 
     def check(kind, attrs):
-        s = schemas[pre + kind + ".schema"]
-        cls = jsonschema.validators.validator_for(s)
-        resolver = jsonschema.RefResolver(base_uri=s.get("$id", ""), referrer=s, store=schemas)
-        cls(s, resolver=resolver).validate(attrs)
+        validate_schema(kind, attrs, version, schemas)
 
     check("plate", _attrs(store))
     for w in wells:

@@ -207,39 +207,10 @@ def mpi_env(tmp):
     return env
 
 
-def read_array(arr_dir):
-    if os.path.exists(os.path.join(arr_dir, ".zarray")):
-        import zarr
-        return zarr.open_array(zarr.DirectoryStore(arr_dir, dimension_separator="/"), mode="r")[...]
-    src = os.environ.get("TESSERA_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
-    js = os.path.join(src, "tests", "interop", "js", "zarr_dump.mjs")
-    with tempfile.TemporaryDirectory() as td:
-        out = os.path.join(td, "a.bin")
-        p = subprocess.run(["node", js, os.path.abspath(arr_dir), out], capture_output=True, text=True,
-                           cwd=os.path.dirname(js))
-        line = json.loads(p.stdout.strip().splitlines()[-1])
-        if not line.get("ok"):
-            raise RuntimeError("zarrita could not read %s: %s %s" % (arr_dir, line, p.stderr))
-        return np.fromfile(out, dtype=np.dtype(line["dtype"])).reshape(line["shape"])
-
-
-def attrs_of(group_dir):
-    zj = os.path.join(group_dir, "zarr.json")
-    if os.path.exists(zj):
-        with open(zj) as f:
-            return json.load(f).get("attributes", {})
-    with open(os.path.join(group_dir, ".zattrs")) as f:
-        return json.load(f)
-
-
 def validate(kind, attrs, version):
     import jsonschema
-    schemas = R._ngff_schemas(version)
-    s = schemas["https://ngff.openmicroscopy.org/%s/schemas/%s.schema" % (version, kind)]
-    cls = jsonschema.validators.validator_for(s)
-    resolver = jsonschema.RefResolver(base_uri=s.get("$id", ""), referrer=s, store=schemas)
     try:
-        cls(s, resolver=resolver).validate(attrs)
+        R.validate_schema(kind, attrs, version)
         return True
     except jsonschema.ValidationError as e:
         print("schema", kind, version, e.message)
@@ -247,7 +218,7 @@ def validate(kind, attrs, version):
 
 
 def check_levels(where, image_dir, ref0, levels, dtype, allowed):
-    arr = read_array(os.path.join(image_dir, "0"))
+    arr = R.read_array(os.path.join(image_dir, "0"))
     check(arr.dtype == np.dtype(dtype), "%s: dtype %s, want %s" % (where, arr.dtype, dtype))
     a0 = arr.reshape(arr.shape[-2:])
     check(a0.shape == ref0.shape, "%s: shape %s, want %s" % (where, a0.shape, ref0.shape))
@@ -256,7 +227,7 @@ def check_levels(where, image_dir, ref0, levels, dtype, allowed):
         check(bad == 0, "%s level 0: %d of %d pixels differ from the max-EDT reference" % (where, bad, a0.size))
     prev = a0
     for k in range(1, levels + 1):
-        ak = read_array(os.path.join(image_dir, str(k)))
+        ak = R.read_array(os.path.join(image_dir, str(k)))
         check(ak.dtype == np.dtype(dtype), "%s level %d: dtype %s" % (where, k, ak.dtype))
         ak = ak.reshape(ak.shape[-2:])
         want = mode_downsample(prev)
@@ -319,15 +290,15 @@ def main():
             if not os.path.isdir(cells):
                 continue
             check_levels("%s labels/cells" % fmt, cells, ref, 2, np.int32, allowed)
-            a0 = read_array(os.path.join(cells, "0"))
+            a0 = R.read_array(os.path.join(cells, "0"))
             check(a0.shape == (1, 1, 1) + ref.shape, "%s labels/cells: shape %s (t, c, z, y, x)" % (fmt, a0.shape))
             # The image itself is still blended (uint16).
-            img0 = read_array(os.path.join(image, "0"))
+            img0 = R.read_array(os.path.join(image, "0"))
             check(img0.dtype == np.uint16, "%s image: dtype %s" % (fmt, img0.dtype))
-            la = attrs_of(os.path.join(image, "labels"))
+            la = R._attrs(os.path.join(image, "labels"))
             lo = la if fmt == "0.4" else la.get("ome", {})
             check(lo.get("labels") == ["cells"], "%s: labels group lists %s" % (fmt, lo.get("labels")))
-            ca = attrs_of(cells)
+            ca = R._attrs(cells)
             co = ca if fmt == "0.4" else ca.get("ome", {})
             il = co.get("image-label", {})
             check(il.get("source") == {"image": "../../"}, "%s: image-label source %s" % (fmt, il.get("source")))
@@ -337,7 +308,7 @@ def main():
             check(validate("label", ca, fmt), "%s: labels/cells fails label.schema" % fmt)
             check(validate("image", ca, fmt), "%s: labels/cells fails image.schema" % fmt)
             if fmt == "0.5":
-                check(validate("image", attrs_of(image), fmt), "0.5: image fails image.schema")
+                check(validate("image", R._attrs(image), fmt), "0.5: image fails image.schema")
             R.validate_ngff(out, ["A/1"], fmt)
             # `info` lists the label image; `verify` reads it with the rest.
             p = run("info", out, "--json", ok=False)
@@ -374,7 +345,7 @@ def main():
                 "--chunk", "8", "--threads", "2")
             image = os.path.join(out, "A", "1", "0")
             check_levels("%s --blend label" % fmt, image, ref, 3, np.uint32, allowed)
-            ia = attrs_of(image)
+            ia = R._attrs(image)
             io = ia if fmt == "0.4" else ia.get("ome", {})
             check("image-label" in io and "omero" not in io, "%s --blend label: attrs %s" % (fmt, sorted(io)))
             check(validate("label", ia, fmt), "%s --blend label: fails label.schema" % fmt)
