@@ -103,6 +103,11 @@ int cli_overlap_option(const char *cmd, int argc, char **argv, int *i, cli_overl
  * plate that cannot be read for its tile shape, a percentage under 1 px). */
 int cli_overlap_resolve(const char *cmd, const cli_overlaps *ov, ts_estimate_options *o);
 
+/* text as one of n names: *out = values[k], or the usage error
+ * "FLAG: 'text' is not a, b or c". */
+bool cli_choice(const char *cmd, const char *flag, const char *text, const char *const *names, const int *values,
+                int n, int *out);
+
 /* --format 0.4|0.5 and --codec NAME, with the usage error when invalid. */
 bool cli_format(const char *cmd, const char *text, ts_ome_version *out);
 bool cli_codec(const char *cmd, const char *text, ts_codec *out);

@@ -68,19 +68,22 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
         if (!cli_format(cmd, v, &o->format)) return -1;
     } else if (!strcmp(a, "--blend")) {
         VALUE();
-        if (!strcmp(v, "edt")) o->blend = TS_BLEND_EDT;
-        else if (!strcmp(v, "average")) o->blend = TS_BLEND_AVERAGE;
-        else if (!strcmp(v, "label")) o->blend = TS_BLEND_LABEL;
-        else { cli_usage_error(cmd, "--blend: '%s' is not edt, average or label", v); return -1; }
+        static const char *const NAMES[] = {"edt", "average", "label"};
+        static const int VALUES[] = {TS_BLEND_EDT, TS_BLEND_AVERAGE, TS_BLEND_LABEL};
+        int x;
+        if (!cli_choice(cmd, "--blend", v, NAMES, VALUES, 3, &x)) return -1;
+        o->blend = (ts_blend)x;
     } else if (!strcmp(a, "--exponent")) {
         VALUE();
         if (!cli_double(cmd, a, v, &o->exponent)) return -1;
         if (o->exponent < 0) { cli_usage_error(cmd, "--exponent: %s is negative", v); return -1; }
     } else if (!strcmp(a, "--dtype")) {
         VALUE();
-        if (!strcmp(v, "uint16")) o->dtype = TS_UINT16;
-        else if (!strcmp(v, "float32")) o->dtype = TS_FLOAT32;
-        else { cli_usage_error(cmd, "--dtype: '%s' is not uint16 or float32", v); return -1; }
+        static const char *const NAMES[] = {"uint16", "float32"};
+        static const int VALUES[] = {TS_UINT16, TS_FLOAT32};
+        int x;
+        if (!cli_choice(cmd, "--dtype", v, NAMES, VALUES, 2, &x)) return -1;
+        o->dtype = (ts_dtype)x;
     } else if (!strcmp(a, "--chunk")) {
         VALUE();
         if (!cli_int(cmd, a, v, 1, 65536, &o->chunk)) return -1;
@@ -95,9 +98,11 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
         if (!cli_int(cmd, a, v, 0, 16, &o->levels)) return -1;
     } else if (!strcmp(a, "--tcz")) {
         VALUE();
-        if (!strcmp(v, "min")) o->tcz = TS_TCZ_MIN;
-        else if (!strcmp(v, "max")) o->tcz = TS_TCZ_MAX;
-        else { cli_usage_error(cmd, "--tcz: '%s' is not min or max", v); return -1; }
+        static const char *const NAMES[] = {"min", "max"};
+        static const int VALUES[] = {TS_TCZ_MIN, TS_TCZ_MAX};
+        int x;
+        if (!cli_choice(cmd, "--tcz", v, NAMES, VALUES, 2, &x)) return -1;
+        o->tcz = (ts_tcz_policy)x;
     } else if (!strcmp(a, "--t-out")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 1000000, &o->t_out)) return -1;
@@ -129,10 +134,11 @@ void cli_fuse_warn(const char *cmd, const ts_fuse_result *r) {
 }
 
 bool cli_device(const char *cmd, const char *v, ts_device *d) {
-    if (!strcmp(v, "cpu")) *d = TS_DEVICE_CPU;
-    else if (!strcmp(v, "gpu")) *d = TS_DEVICE_GPU;
-    else if (!strcmp(v, "auto")) *d = TS_DEVICE_AUTO;
-    else { cli_usage_error(cmd, "--device: '%s' is not cpu, gpu or auto", v); return false; }
+    static const char *const NAMES[] = {"cpu", "gpu", "auto"};
+    static const int VALUES[] = {TS_DEVICE_CPU, TS_DEVICE_GPU, TS_DEVICE_AUTO};
+    int x;
+    if (!cli_choice(cmd, "--device", v, NAMES, VALUES, 3, &x)) return false;
+    *d = (ts_device)x;
     return true;
 }
 

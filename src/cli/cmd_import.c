@@ -63,13 +63,11 @@ bad:
 
 static bool parse_order(const char *text, ts_import_order *out) {
     static const char *const NAMES[] = {"row", "column", "snake-row", "snake-column"};
-    for (int k = 0; k < 4; k++)
-        if (!strcmp(text, NAMES[k])) {
-            *out = (ts_import_order)k;
-            return true;
-        }
-    cli_usage_error(CMD, "--order: '%s' is not row, column, snake-row or snake-column", text);
-    return false;
+    static const int VALUES[] = {TS_ORDER_ROW, TS_ORDER_COLUMN, TS_ORDER_SNAKE_ROW, TS_ORDER_SNAKE_COLUMN};
+    int x;
+    if (!cli_choice(CMD, "--order", text, NAMES, VALUES, 4, &x)) return false;
+    *out = (ts_import_order)x;
+    return true;
 }
 
 int cmd_import(int argc, char **argv) {

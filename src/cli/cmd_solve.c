@@ -46,12 +46,11 @@ int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_op
     const char *v;
     if (!strcmp(a, "--solver")) {
         if (!(v = cli_value(cmd, argc, argv, i))) return -1;
-        if (!strcmp(v, "l1")) o->solver = TS_SOLVER_L1;
-        else if (!strcmp(v, "l2")) o->solver = TS_SOLVER_L2;
-        else {
-            cli_usage_error(cmd, "--solver: '%s' is not l1 or l2", v);
-            return -1;
-        }
+        static const char *const NAMES[] = {"l1", "l2"};
+        static const int VALUES[] = {TS_SOLVER_L1, TS_SOLVER_L2};
+        int x;
+        if (!cli_choice(cmd, "--solver", v, NAMES, VALUES, 2, &x)) return -1;
+        o->solver = (ts_solver)x;
     } else if (!strcmp(a, "--edge-weights")) {
         if (!(v = cli_value(cmd, argc, argv, i))) return -1;
         if (ts_edge_weighting_parse(v, &o->edge_weights, &o->threshold) != 0) {
@@ -83,12 +82,11 @@ int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_op
         o->guess = v;
     } else if (!strcmp(a, "--loop-check")) {
         if (!(v = cli_value(cmd, argc, argv, i))) return -1;
-        if (!strcmp(v, "on")) o->loop_check = true;
-        else if (!strcmp(v, "off")) o->loop_check = false;
-        else {
-            cli_usage_error(cmd, "--loop-check: '%s' is not on or off", v);
-            return -1;
-        }
+        static const char *const NAMES[] = {"on", "off"};
+        static const int VALUES[] = {1, 0};
+        int x;
+        if (!cli_choice(cmd, "--loop-check", v, NAMES, VALUES, 2, &x)) return -1;
+        o->loop_check = x;
     } else if (!strcmp(a, "--outlier-px")) {
         if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, a, v, &o->outlier_px)) return -1;
         if (!(o->outlier_px > 0)) {

@@ -230,10 +230,28 @@ bad:
     return false;
 }
 
+bool cli_choice(const char *cmd, const char *flag, const char *text, const char *const *names, const int *values,
+                int n, int *out) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(text, names[k])) {
+            *out = values[k];
+            return true;
+        }
+    char list[256] = "";
+    size_t at = 0;
+    for (int k = 0; k < n && at < sizeof list; k++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", k == 0 ? "" : k == n - 1 ? " or " : ", ",
+                               names[k]);
+    cli_usage_error(cmd, "%s: '%s' is not %s", flag, text, list);
+    return false;
+}
+
 bool cli_format(const char *cmd, const char *text, ts_ome_version *out) {
-    if (!strcmp(text, "0.4")) *out = TS_OME_04;
-    else if (!strcmp(text, "0.5")) *out = TS_OME_05;
-    else return cli_usage_error(cmd, "--format: '%s' is not 0.4 or 0.5", text), false;
+    static const char *const NAMES[] = {"0.4", "0.5"};
+    static const int VALUES[] = {TS_OME_04, TS_OME_05};
+    int x;
+    if (!cli_choice(cmd, "--format", text, NAMES, VALUES, 2, &x)) return false;
+    *out = (ts_ome_version)x;
     return true;
 }
 
