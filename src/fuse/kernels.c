@@ -149,7 +149,8 @@ const ts_fuse_kernels *ts_fuse_cpu_kernels_isa(const char *isa) {
     return NULL;
 }
 
-/* The widest set this CPU runs, chosen once (the answer never changes). */
+/* The widest set this CPU runs. Asked again on every call, not cached:
+ * __builtin_cpu_supports reads flags the runtime filled in at start-up. */
 const char *ts_fuse_cpu_isa(void) {
     static const char *const order[] = {"avx512", "avx2", "sse2"};
     for (int i = 0; i < 3; i++)
