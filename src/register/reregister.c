@@ -41,20 +41,16 @@
 
 /* NCC of b[y][x] against a[y + sy][x + sx] over their overlap: the first
  * pass's (ts_overlap_ncc, vectorised), -2 when the overlap is thinner than
- * min_side. */
-static double ncc_side(const float *a, const float *b, int h, int w, int sy, int sx, int min_side) {
+ * MIN_SIDE. */
+static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx) {
     int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
     int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
-    if (y1 - y0 < min_side || x1 - x0 < min_side) return -2;
+    if (y1 - y0 < MIN_SIDE || x1 - x0 < MIN_SIDE) return -2;
     return ts_overlap_ncc(a, b, h, w, sy, sx);
 }
 
-static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx) {
-    return ncc_side(a, b, h, w, sy, sx, MIN_SIDE);
-}
-
 /* Block means of f x f (the last partial blocks dropped). */
-static void block_means(const float *src, int h, int w, int f, float *dst, int dh, int dw) {
+static void block_means(const float *src, int w, int f, float *dst, int dh, int dw) {
     const float k = 1.0f / (float)(f * f);
     for (int y = 0; y < dh; y++)
         for (int x = 0; x < dw; x++) {
@@ -63,7 +59,6 @@ static void block_means(const float *src, int h, int w, int f, float *dst, int d
                 for (int j = 0; j < f; j++) sum += src[(size_t)(y * f + i) * (size_t)w + (size_t)(x * f + j)];
             dst[(size_t)y * (size_t)dw + (size_t)x] = sum * k;
         }
-    (void)h;
 }
 
 /* The window's samples: NCC of the (level) strips at every shift of the
@@ -157,8 +152,8 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     float *flip = (float *)(vals + 2 * cells);
     float *la = f > 1 ? flip + level : NULL, *lb = f > 1 ? flip + 2 * level : NULL;
     if (f > 1) {
-        block_means(ha, sh, sw, f, la, lh, lw);
-        block_means(hb, sh, sw, f, lb, lh, lw);
+        block_means(ha, sw, f, la, lh, lw);
+        block_means(hb, sw, f, lb, lh, lw);
     }
     const float *ea = f > 1 ? la : ha, *eb = f > 1 ? lb : hb;
     /* The thinnest overlap at this level: MIN_SIDE full-resolution px (at
