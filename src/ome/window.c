@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/select.h"
 
 #define HIST_BINS 65536
 
@@ -50,43 +51,6 @@ void ome_window_add(ome_window_acc *a, const void *values, size_t n) {
     }
 }
 
-static int cmp_float(const void *x, const void *y) {
-    float a = *(const float *)x, b = *(const float *)y;
-    return (a > b) - (a < b);
-}
-
-static void swap_float(float *a, float *b) {
-    float t = *a;
-    *a = *b, *b = t;
-}
-
-/* Puts the value of rank k of s[lo, hi) at s[k], everything in [lo, k)
- * no larger and everything in (k, hi) no smaller (s holds no NaN). Sorting
- * the whole sample for two ranks was most of a float32 fuse (qsort of 4M
- * values: 40 % of fusing a 3800 x 3800 canvas); a three-way partition keeps
- * runs of equal values (blended integers) linear, and a pathological input
- * that defeats the median-of-three pivots falls back to qsort. */
-static void select_rank(float *s, size_t lo, size_t hi, size_t k) {
-    for (int rounds = 0; hi - lo > 1; rounds++) {
-        if (rounds == 64) {
-            qsort(s + lo, hi - lo, sizeof *s, cmp_float);
-            return;
-        }
-        float a = s[lo], b = s[lo + (hi - lo) / 2], c = s[hi - 1];
-        float p = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
-        /* [lo, lt) < p, [lt, gt) == p, [gt, hi) > p */
-        size_t lt = lo, i = lo, gt = hi;
-        while (i < gt) {
-            if (s[i] < p) swap_float(&s[lt++], &s[i++]);
-            else if (s[i] > p) swap_float(&s[i], &s[--gt]);
-            else i++;
-        }
-        if (k < lt) hi = lt;
-        else if (k >= gt) lo = gt;
-        else return;
-    }
-}
-
 /* The value of rank r (0-based) among the non-zero histogram entries. */
 static double hist_rank(const uint64_t *hist, uint64_t r) {
     uint64_t seen = 0;
@@ -124,8 +88,8 @@ bool ome_window_result(const ome_window_acc *a, double out[4]) {
             vmin = s[i] < vmin ? s[i] : vmin;
             vmax = s[i] > vmax ? s[i] : vmax;
         }
-        select_rank(s, 0, a->n, (size_t)rlo);
-        select_rank(s, (size_t)rlo, a->n, (size_t)rhi); /* rhi >= rlo: in the upper part */
+        ts_select_rank(s, 0, a->n, (size_t)rlo);
+        ts_select_rank(s, (size_t)rlo, a->n, (size_t)rhi); /* rhi >= rlo: in the upper part */
         lo = s[rlo];
         hi = s[rhi];
         out[0] = vmin < 0 ? vmin : 0;
