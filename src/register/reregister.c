@@ -255,8 +255,7 @@ bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
            x->second <= ACCEPT_SECOND * x->search_best;
 }
 
-bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, double min_ncc,
-                          ts_register_result *res) {
+bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res) {
     if (!ts_reregister_accept(x, min_ncc)) return false;
     /* A matched first result stays unless the window's maximum is better
      * in the same strips, and elsewhere (the first pass's sub-pixel result
@@ -267,7 +266,6 @@ bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, d
                               : !(x->ncc >= 0.8 * res->ncc))
             return false;
     }
-    (void)plan;
     /* A matched pair keeps at most its first confidence: inside the window
      * the first pass's rivals (a periodic specimen's) are still there. */
     double conf = REREG_CONF_SCALE * (x->ncc < 1 ? x->ncc : 1);

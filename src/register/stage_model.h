@@ -107,8 +107,7 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
  * for a pair: *res (the first pass's) is replaced by the search when it is
  * accepted and better supported; returns true when replaced. */
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc);
-bool ts_reregister_choose(const ts_stage_plan *plan, const ts_rereg_result *x, double min_ncc,
-                          ts_register_result *res);
+bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res);
 
 
 /* ---- the pass (stage_pass.c) ---- */

@@ -14,7 +14,6 @@
 typedef struct pass_ctx {
     const ts_stage_pass *ps;
     ts_stage_pair *p;
-    const ts_stage_plan *plan;
     const ts_stage_model *m;
     const int64_t *jobs;           /* pair index per job */
     const ts_strip_geometry *geo;  /* strips per job */
@@ -45,7 +44,7 @@ static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     ts_tile_cache_release(x->cache, q->ta);
     if (st != TS_OK) return st;
     const bool was = q->res.matched;
-    q->replaced = ts_reregister_choose(&x->plan[k], &rr, x->ps->reg->min_ncc, &q->res);
+    q->replaced = ts_reregister_choose(&rr, x->ps->reg->min_ncc, &q->res);
     q->rematched = q->replaced && !was;
     return TS_OK;
 }
@@ -88,7 +87,7 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration's tile cache");
         goto done;
     }
-    pass_ctx x = {ps, p, plan, &sum->model, jobs, geo, cache, workers, scratch};
+    pass_ctx x = {ps, p, &sum->model, jobs, geo, cache, workers, scratch};
     if ((st = ts_pool_run(ps->pool, njobs, redo_one, &x, err)) != TS_OK) goto done;
     for (int64_t j = 0; j < njobs; j++) {
         const ts_stage_pair *q = &p[jobs[j]];

@@ -194,24 +194,23 @@ static void test_confined_search(void **state) {
     assert_false(ts_reregister_accept(&fbx, 0.25));
 
     /* The choice. An unmatched first result: replaced, confidence scaled. */
-    ts_stage_plan plan = {true, false, 0, W - NOMINAL};
     ts_register_result res;
     memset(&res, 0, sizeof res);
-    assert_true(ts_reregister_choose(&plan, &x, 0.25, &res));
+    assert_true(ts_reregister_choose(&x, 0.25, &res));
     assert_true(res.matched && fabs(res.dx - (W - 8)) < 0.1);
     assert_true(res.confidence > 0 && res.confidence <= 0.5 * x.ncc + 1e-12);
     /* A matched first result at the window's maximum: kept as it was. */
     ts_register_result first = {2.03, W - 8.02, 0.7, 0.9, -1, 0, false, true};
     ts_rereg_result same = search(a, b, true, first.dy, first.dx);
     res = first;
-    assert_false(ts_reregister_choose(&plan, &same, 0.25, &res));
+    assert_false(ts_reregister_choose(&same, 0.25, &res));
     assert_memory_equal(&res, &first, sizeof res);
     /* A matched first result 6 px off (inside the window): the window's
      * maximum replaces it. */
     ts_register_result off = {2, W - 14, 0.2, 0.6, -1, 0, false, true};
     ts_rereg_result x2 = search(a, b, true, off.dy, off.dx);
     res = off;
-    assert_true(ts_reregister_choose(&plan, &x2, 0.25, &res));
+    assert_true(ts_reregister_choose(&x2, 0.25, &res));
     assert_true(fabs(res.dx - (W - 8)) < 0.1);
     assert_true(res.confidence <= off.confidence); /* no more than the first pass said */
 
