@@ -40,6 +40,7 @@ struct ts_laplacian {
     int nranges[3];         /* row ranges of thread 0, thread 1, then the top */
     int *ranges[3];         /* [lo, hi) pairs, in increasing order */
     bool no_split;          /* tests: cholmod_factorize on one thread */
+    int split_factorisations; /* factorisations that took the split path (tests) */
 };
 
 /* Conjugate gradients: at most PCG_MAX_ITER steps before refactorising, and
@@ -259,6 +260,7 @@ static void *nd_main(void *arg) {
 }
 
 void ts_laplacian_set_no_split(ts_laplacian *lap, bool no_split) { lap->no_split = no_split; }
+int ts_laplacian_split_factorisations(const ts_laplacian *lap) { return lap->split_factorisations; }
 
 void ts_laplacian_prepare_refactor(ts_laplacian *lap) {
     if (!lap->large || lap->started_nd || lap->nd_joined || lap->L) return;
@@ -579,6 +581,7 @@ static bool factorize(ts_laplacian *lap) {
     }
     int n = lap->n;
     double beta[2] = {0, 0};
+    lap->split_factorisations++;
     if (lap->L->xtype == CHOLMOD_PATTERN) {
         /* As cholmod_factorize: LDL', exactly the space the analysis gives;
          * rows 0..0 only turns the symbolic factor into the identity. */

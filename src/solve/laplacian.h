@@ -45,6 +45,9 @@ void ts_laplacian_prepare_refactor(ts_laplacian *lap);
  * cholmod_factorize); no_split = true makes them call cholmod_factorize
  * (for the tests that check this). */
 void ts_laplacian_set_no_split(ts_laplacian *lap, bool no_split);
+/* How many factorisations took the split path (tests: that the path they
+ * compare was taken). */
+int ts_laplacian_split_factorisations(const ts_laplacian *lap);
 
 void ts_laplacian_free(ts_laplacian *lap);
 
