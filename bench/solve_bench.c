@@ -169,9 +169,9 @@ static int solve(const char *prefix, const char *solver, const char *weights, co
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
                  1e-6 * (double)ru.ru_stime.tv_usec;
     printf("seconds=%.3f cpu_s=%.3f iterations=%d factorisations=%d local_steps=%d converged=%d err_px_p50=%.3f p99=%.3f max=%.3f "
-           "seams_over_2px=%d outliers=%d loop_downweighted=%d peak_rss_mb=%.1f\n",
+           "seams_over_2px=%d outliers=%d loop_downweighted=%d stage_downweighted=%d peak_rss_mb=%.1f\n",
            dt, cpu, r.iterations, r.factorisations, r.local_steps, r.converged, e[n / 2], e[n * 99 / 100], maxe, seams,
-           r.noutliers, r.loop_downweighted, ru.ru_maxrss / 1024.0);
+           r.noutliers, r.loop_downweighted, r.stage_downweighted, ru.ru_maxrss / 1024.0);
     snprintf(path, sizeof path, "%s.%s.pos", prefix, solver);
     f = fopen(path, "wb");
     fwrite(r.position, 16, n, f);

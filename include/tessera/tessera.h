@@ -352,6 +352,8 @@ typedef struct ts_estimate_result {
     int64_t reregistered_pairs;   /* replaced by the stage model's confined search */
     int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t rematched_pairs;      /* ... of those, unmatched in the first pass */
+    int64_t stage_downweighted_pairs; /* of loop_downweighted_pairs, those the loop check's
+                                         stage model chose where the loops were ambiguous */
     int64_t outlier_pairs;        /* flagged by the solve */
     int64_t isolated_tiles;       /* no usable pair: placed on the grid */
     int max_components;           /* most connected groups in one well */

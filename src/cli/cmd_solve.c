@@ -136,10 +136,11 @@ int cmd_solve(int argc, char **argv) {
     if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, threads, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
     if (json) {
         cli_json_emit(cmd, input, output,
-                      json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "solver",
+                      json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "solver",
                                 o.solver == TS_SOLVER_L1 ? "l1" : "l2", "wells", sum.wells, "tiles", sum.tiles,
                                 "pairs", sum.pairs, "outliers", sum.outliers, "loop_downweighted",
-                                sum.loop_downweighted, "isolated_tiles", sum.isolated,
+                                sum.loop_downweighted, "stage_downweighted", sum.stage_downweighted,
+                                "isolated_tiles", sum.isolated,
                                 "components", sum.components, "iterations", sum.max_iterations_used, "converged",
                                 sum.converged, "seconds", sum.seconds));
     } else if (!sum.converged) {

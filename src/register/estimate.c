@@ -784,6 +784,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
         return st;
     result->outlier_pairs = sum.outliers;
     result->loop_downweighted_pairs = sum.loop_downweighted;
+    result->stage_downweighted_pairs = sum.stage_downweighted;
     result->isolated_tiles = sum.isolated;
     result->max_components = sum.max_components;
     result->wells = c->plate->nwells;

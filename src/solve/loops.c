@@ -26,19 +26,23 @@
  * rounds' loops, so a second wrong pair sharing a loop with it shows up on
  * its own (two wrong pairs at one tile are found in two rounds). Bad loops
  * no round can pin on one pair go to explain_clusters (the sparsest set of
- * pairs that closes them, when it is unique). What still cannot be told
- * apart (a tile three of whose four pairs are wrong: each of the four
- * explains the loops as well) keeps its weights, for L1 and the
- * confidences to decide as without the check: condemning all of it would
- * also condemn right pairs, and where wrong pairs hide from the loops (two
- * wrong by the same vector at one tile close the cell they share) leave
- * the wrong ones in charge.
+ * pairs that closes them, when it is unique). Where several sets do (a
+ * tile three of whose four pairs are wrong: each of the four explains the
+ * loops as well), the stage model of the rows and columns decides when one
+ * set is clearly the one that leaves the offsets where the stage put its
+ * other tiles (loop_model.c; a gross error moves a tile tens of px off its
+ * row, the stage scatters less). What still cannot be told apart keeps its
+ * weights, for L1 and the confidences to decide as without the check:
+ * condemning all of it would also condemn right pairs, and where wrong
+ * pairs hide from the loops (two wrong by the same vector at one tile close
+ * the cell they share) leave the wrong ones in charge.
  *
  * Condemned pairs are down-weighted (TS_LOOP_FACTOR), never removed: a pair
  * with no complete loop (a tile next to an unmatched or missing pair, a
  * lone bridge) gives no information and keeps its weight. Sequential, in
  * grid order: the same answer whatever the thread count or pair order. */
 #include "solve/loops.h"
+#include "solve/loop_model.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -282,13 +286,98 @@ static int blame_round(grid_edge *e, int ne, const grid_loop *l, int nl, double 
  * loops by least squares, close every loop of the cluster to T. When one
  * set of that size fits, it is condemned, its fitted errors taken out.
  * When several do (the four pairs of a tile three of which are wrong: any
- * of them may be the right one), nothing is: even a pair in every fit has
- * no one error to take out, and left in, it would make the cluster's right
- * pairs look wrong to the next rounds. Clusters larger than this are left
- * to the solve's L1. */
+ * of them may be the right one), the stage model may choose one (below);
+ * else nothing is condemned: even a pair in every fit has no one error to
+ * take out, and left in, it would make the cluster's right pairs look
+ * wrong to the next rounds. Clusters larger than this are left to the
+ * solve's L1. */
 #define CLUSTER_MAX_LOOPS 16
 #define CLUSTER_MAX_EDGES 16
 #define CLUSTER_MAX_BLAME 4
+
+/* The tie-breaker where the loops are ambiguous: the stage model
+ * (loop_model.c) of each candidate's row or column, from the edges a
+ * closing loop vouches for. Each explanation of a cluster implies offsets
+ * of its candidates (the measurement of a pair it keeps, the measurement
+ * less the fitted error of one it condemns); the one whose implied offsets
+ * lie nearest the model (chi^2 in the model's spreads) is condemned when
+ * every implied offset is within STAGE_SPREADS spreads of the model (at
+ * least T) and every other explanation's chi^2 is STAGE_MARGIN more. At a
+ * tile three of whose four pairs are wrong, the right explanation implies
+ * the true offsets and each other one the true offsets moved by a wrong
+ * pair's error (tens of px): all four of its pairs off the model.
+ * A slipped row's vertical pairs are right but off their columns' medians:
+ * there the right explanation is not near the model, and nothing is
+ * condemned (as without the model); its horizontal pairs agree with their
+ * row's median, which follows the slip.
+ * STAGE_SPREADS as the re-registration window of stage_model.c: a pair's
+ * offset is the difference of two tiles' stage errors, which for a
+ * uniform jitter of +-J reaches 2J = 2.3 spreads, and 4 spreads of a
+ * Gaussian stage hold all but 6e-5 of the pairs. STAGE_MARGIN: a
+ * likelihood ratio of e^12.5 (2.7e5) between the best explanation and the
+ * next under a Gaussian stage; the right one's chi^2 has 2 x candidates (6
+ * or 8) degrees of freedom, 26 at its 99.9th percentile for 8. On the
+ * 409 x 409 bench plate (pair offsets +-40 px, spread 17 px; errors of
+ * 50-200 px) the ten ambiguous clusters were decided with margins of 38 to
+ * 331; errors inside the stage's scatter (15 px there) give margins below
+ * 25 and are left alone (test_solve_loops.c). */
+#define STAGE_SPREADS 4.0
+#define STAGE_MARGIN 25.0
+/* Spreads below this are taken as this (noise-free pairs, a jitter-free
+ * stage), px: chi^2 stays finite, and sub-pixel scatter does not decide. */
+#define STAGE_MIN_SPREAD 0.5
+
+typedef struct stage_ctx {
+    bool fitted, failed;
+    double (*pred)[2];
+    double spread[2][2];
+} stage_ctx;
+
+static int edge_dir(const grid_edge *g) { return (int)(g->key & 1); }
+
+/* Fits the model on first use (most plates never need it). */
+static bool stage_fit(stage_ctx *s, const grid_edge *e, int ne, const unsigned char *bad) {
+    if (s->fitted) return !s->failed;
+    s->fitted = true;
+    unsigned char *dir = malloc((size_t)(ne ? ne : 1)), *vouched = malloc((size_t)(ne ? ne : 1));
+    int64_t *line = malloc((size_t)(ne ? ne : 1) * sizeof *line);
+    double(*dn)[2] = malloc((size_t)(ne ? ne : 1) * sizeof *dn);
+    s->pred = malloc((size_t)(ne ? ne : 1) * sizeof *s->pred);
+    s->failed = !dir || !vouched || !line || !dn || !s->pred;
+    for (int i = 0; i < ne && !s->failed; i++) {
+        dir[i] = (unsigned char)edge_dir(&e[i]);
+        /* Right pairs by row (y), lower pairs by column (x). */
+        line[i] = dir[i] == 0 ? (int64_t)(e[i].key >> 33) : (int64_t)((e[i].key >> 1) & ((UINT64_C(1) << 32) - 1));
+        dn[i][0] = e[i].dn[0], dn[i][1] = e[i].dn[1];
+        vouched[i] = !e[i].condemned && has_good_loop(&e[i], bad);
+    }
+    if (!s->failed && ts_loop_model_fit(ne, dir, line, (const double(*)[2])dn, vouched, s->pred, s->spread))
+        s->failed = true;
+    for (int d = 0; d < 2; d++)
+        for (int x = 0; x < 2; x++) s->spread[d][x] = fmax(s->spread[d][x], STAGE_MIN_SPREAD);
+    free(dir), free(vouched), free(line), free(dn);
+    return !s->failed;
+}
+
+/* chi^2 of the offsets a fit implies for the cluster's candidates; *near:
+ * every one within the window. */
+static double stage_chi2(const stage_ctx *s, const grid_edge *e, const int *cand, int ncand, const int *sel, int k,
+                         double err[CLUSTER_MAX_BLAME][2], double t, bool *near) {
+    double chi2 = 0;
+    *near = true;
+    for (int q = 0; q < ncand; q++) {
+        const grid_edge *g = &e[cand[q]];
+        double off[2] = {g->dn[0], g->dn[1]};
+        for (int j = 0; j < k; j++)
+            if (sel[j] == cand[q]) off[0] -= err[j][0], off[1] -= err[j][1];
+        for (int x = 0; x < 2; x++) {
+            double sp = s->spread[edge_dir(g)][x], dev = off[x] - s->pred[cand[q]][x];
+            if (!isfinite(dev) || fabs(dev) > fmax(t, STAGE_SPREADS * sp)) *near = false;
+            chi2 += isfinite(dev) ? dev * dev / (sp * sp) : INFINITY;
+        }
+    }
+    return chi2;
+}
 
 static int uf_root(int *parent, int i) {
     while (parent[i] != i) i = parent[i] = parent[parent[i]];
@@ -351,33 +440,87 @@ static bool explains(const grid_loop *l, const int *loops, int nloops, const int
     return true;
 }
 
-/* The sparsest explanation of one cluster; returns pairs condemned. */
-static int explain_cluster(grid_edge *e, const grid_loop *l, const int *loops, int nloops, const int *cand,
-                           int ncand, double t, double (*r)[2]) {
+/* The fits of k of the cluster's candidates, in subset order: calls back
+ * on each k-subset that explains the loops, until it returns false. */
+typedef bool (*fit_fn)(void *user, const int *sel, double err[CLUSTER_MAX_BLAME][2]);
+
+static void each_fit(const grid_loop *l, const int *loops, int nloops, const int *cand, int ncand, int k, double t,
+                     double (*r)[2], fit_fn fn, void *user) {
+    int idx[CLUSTER_MAX_BLAME], sel[CLUSTER_MAX_BLAME];
+    double err[CLUSTER_MAX_BLAME][2];
+    for (int j = 0; j < k; j++) idx[j] = j;
+    for (;;) {
+        for (int j = 0; j < k; j++) sel[j] = cand[idx[j]];
+        if (explains(l, loops, nloops, sel, k, t, r, err) && !fn(user, sel, err)) return;
+        int j = k - 1; /* the next k-subset of 0..ncand-1 */
+        while (j >= 0 && idx[j] == ncand - k + j) j--;
+        if (j < 0) return;
+        idx[j]++;
+        for (int q = j + 1; q < k; q++) idx[q] = idx[q - 1] + 1;
+    }
+}
+
+typedef struct fit_pick {
+    int k, nfit;
+    int sel[CLUSTER_MAX_BLAME];
+    double err[CLUSTER_MAX_BLAME][2];
+    /* the stage model's choice */
+    const stage_ctx *stage;
+    const grid_edge *e;
+    const int *cand;
+    int ncand;
+    double t, best, second;
+    bool near;
+} fit_pick;
+
+static bool count_fit(void *user, const int *sel, double err[CLUSTER_MAX_BLAME][2]) {
+    fit_pick *f = user;
+    if (f->nfit++ == 0) {
+        memcpy(f->sel, sel, sizeof f->sel);
+        memcpy(f->err, err, sizeof f->err);
+    }
+    return f->nfit < 2;
+}
+
+static bool rank_fit(void *user, const int *sel, double err[CLUSTER_MAX_BLAME][2]) {
+    fit_pick *f = user;
+    bool near;
+    double chi2 = stage_chi2(f->stage, f->e, f->cand, f->ncand, sel, f->k, err, f->t, &near);
+    if (chi2 < f->best) {
+        f->second = f->best;
+        f->best = chi2;
+        f->near = near;
+        memcpy(f->sel, sel, sizeof f->sel);
+        memcpy(f->err, err, sizeof f->err);
+    } else if (chi2 < f->second) {
+        f->second = chi2;
+    }
+    return true;
+}
+
+/* The sparsest explanation of one cluster, the stage model's choice when
+ * there are several (stage_ctx); returns pairs condemned, *by_stage: how
+ * many of them the model chose. */
+static int explain_cluster(grid_edge *e, int ne, const grid_loop *l, const int *loops, int nloops, const int *cand,
+                           int ncand, double t, double (*r)[2], const unsigned char *bad, stage_ctx *stage,
+                           int *by_stage) {
     for (int k = 1; k <= CLUSTER_MAX_BLAME && k <= ncand; k++) {
-        int idx[CLUSTER_MAX_BLAME], sel[CLUSTER_MAX_BLAME], nfit = 0;
-        double err[CLUSTER_MAX_BLAME][2], first_err[CLUSTER_MAX_BLAME][2];
-        int first[CLUSTER_MAX_BLAME];
-        for (int j = 0; j < k; j++) idx[j] = j;
-        for (;;) {
-            for (int j = 0; j < k; j++) sel[j] = cand[idx[j]];
-            if (explains(l, loops, nloops, sel, k, t, r, err) && nfit++ == 0) {
-                memcpy(first, sel, sizeof first);
-                memcpy(first_err, err, sizeof first_err);
-            }
-            int j = k - 1; /* the next k-subset of 0..ncand-1 */
-            while (j >= 0 && idx[j] == ncand - k + j) j--;
-            if (j < 0) break;
-            idx[j]++;
-            for (int q = j + 1; q < k; q++) idx[q] = idx[q - 1] + 1;
+        fit_pick f = {.k = k};
+        each_fit(l, loops, nloops, cand, ncand, k, t, r, count_fit, &f);
+        if (f.nfit == 0) continue;
+        if (f.nfit > 1) {
+            if (!stage_fit(stage, e, ne, bad)) return 0;
+            f = (fit_pick){.k = k, .stage = stage, .e = e, .cand = cand, .ncand = ncand, .t = t, .best = INFINITY,
+                           .second = INFINITY};
+            each_fit(l, loops, nloops, cand, ncand, k, t, r, rank_fit, &f);
+            if (!f.near || !(f.second - f.best >= STAGE_MARGIN)) return 0;
+            *by_stage += k;
         }
-        if (nfit == 0) continue;
-        if (nfit > 1) return 0;
         for (int j = 0; j < k; j++) {
-            grid_edge *g = &e[first[j]];
+            grid_edge *g = &e[f.sel[j]];
             g->condemned = 1;
-            g->dn[0] -= first_err[j][0];
-            g->dn[1] -= first_err[j][1];
+            g->dn[0] -= f.err[j][0];
+            g->dn[1] -= f.err[j][1];
         }
         return k;
     }
@@ -386,7 +529,7 @@ static int explain_cluster(grid_edge *e, const grid_loop *l, const int *loops, i
 
 /* Every cluster of unexplained bad loops (bad[] and r[] current). */
 static int explain_clusters(grid_edge *e, int ne, const grid_loop *l, int nl, double t, double (*r)[2],
-                            const unsigned char *bad, int *scratch) {
+                            const unsigned char *bad, int *scratch, stage_ctx *stage, int *by_stage) {
     int *parent = scratch, *order = scratch + nl, *start = scratch + 2 * nl; /* 3 nl + 1 ints */
     for (int c = 0; c < nl; c++) parent[c] = c;
     for (int i = 0; i < ne; i++) {
@@ -431,13 +574,16 @@ static int explain_clusters(grid_edge *e, int ne, const grid_loop *l, int nl, do
                 cand[z] = cand[z - 1];
                 cand[z - 1] = tmp;
             }
-        n += explain_cluster(e, l, loops, nloops, cand, ncand, t, r);
+        n += explain_cluster(e, ne, l, loops, nloops, cand, ncand, t, r, bad, stage, by_stage);
     }
     return n;
 }
 
 int ts_solve_loop_check(int ntiles, const int *gx, const int *gy, int npairs, const int *a, const int *b,
-                        const unsigned char *usable, const double (*d)[2], double *w) {
+                        const unsigned char *usable, const double (*d)[2], double *w, int *by_stage) {
+    int stage_n = 0;
+    stage_ctx stage = {0};
+    if (by_stage) *by_stage = 0;
     grid_edge *e = NULL;
     grid_loop *l = NULL;
     double(*r)[2] = NULL;
@@ -464,15 +610,18 @@ int ts_solve_loop_check(int ntiles, const int *gx, const int *gy, int npairs, co
         while (round++ < LOOP_MAX_ROUNDS && blame_round(e, ne, l, nl, t, r, bad, touched) > 0) {
         }
         mark_bad(e, l, nl, t, r, bad);
-        if (explain_clusters(e, ne, l, nl, t, r, bad, scratch) == 0) break;
+        if (explain_clusters(e, ne, l, nl, t, r, bad, scratch, &stage, &stage_n) == 0) break;
     }
+    if (stage.failed) goto done;
     result = 0;
     for (int i = 0; i < ne; i++)
         if (e[i].condemned) {
             w[e[i].pair] *= TS_LOOP_FACTOR;
             result++;
         }
+    if (by_stage) *by_stage = stage_n;
 done:
+    free(stage.pred);
     free(e);
     free(l);
     free(r);

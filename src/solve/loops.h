@@ -16,8 +16,10 @@
  * usable[e] == 0 pairs and pairs that are not grid neighbours are left
  * alone (and so are loops through them). d[e] = measured (dy, dx) of
  * p_b - p_a. Deterministic (sequential, in grid order). Returns the number
- * of pairs down-weighted, or -1 when out of memory (w untouched). */
+ * of pairs down-weighted, or -1 when out of memory (w untouched);
+ * *by_stage (when not NULL): how many of them the stage model chose where
+ * the loops alone were ambiguous (docs/solve.md, "Loop check"). */
 int ts_solve_loop_check(int ntiles, const int *gx, const int *gy, int npairs, const int *a, const int *b,
-                        const unsigned char *usable, const double (*d)[2], double *w);
+                        const unsigned char *usable, const double (*d)[2], double *w, int *by_stage);
 
 #endif

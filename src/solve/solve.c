@@ -132,7 +132,8 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
     }
     /* Pairs that break their grid loops weigh little from the start. */
     if (opt->loop_check && p->gx && p->gy) {
-        int k = ts_solve_loop_check(n, p->gx, p->gy, m, ea, eb, usable, (const double(*)[2])d, w0);
+        int k = ts_solve_loop_check(n, p->gx, p->gy, m, ea, eb, usable, (const double(*)[2])d, w0,
+                                    &out->stage_downweighted);
         if (k < 0) {
             st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for the loop check of %d pairs", m);
             goto done;

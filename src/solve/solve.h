@@ -53,6 +53,8 @@ typedef struct ts_solve_result {
     int isolated;           /* tiles with no usable pair (placed at their target) */
     int noutliers;
     int loop_downweighted;  /* pairs the loop check down-weighted before the solve */
+    int stage_downweighted; /* ... of those, chosen by its stage model where the loops
+                               alone were ambiguous */
     double max_residual;    /* the largest 2-D residual norm, px */
 } ts_solve_result;
 
@@ -87,6 +89,7 @@ ts_status ts_solve_well_guess(ts_shifts *s, int well, double pitch_y, double pit
 typedef struct ts_solve_summary {
     int wells, tiles, pairs, outliers, isolated, components, max_components;
     int loop_downweighted; /* pairs the loop check down-weighted, all wells */
+    int stage_downweighted; /* ... of those, chosen by its stage model */
     int max_iterations_used;
     bool converged;  /* every well converged (always true for L2) */
     double seconds;  /* solve only, without reading/writing (wall clock) */

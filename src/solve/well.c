@@ -205,6 +205,7 @@ ts_status ts_solve_wells(ts_shifts *s, double pitch_y, double pitch_x, const ts_
             sum.pairs += r->npairs;
             sum.outliers += r->noutliers;
             sum.loop_downweighted += r->loop_downweighted;
+            sum.stage_downweighted += r->stage_downweighted;
             sum.isolated += r->isolated;
             sum.components += r->components;
             if (r->components > sum.max_components) sum.max_components = r->components;

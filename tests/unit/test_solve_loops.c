@@ -119,6 +119,9 @@ static double max_error(const plate *p, const ts_solve_result *r, int *worst) {
     return max;
 }
 
+/* Of the pairs the last condemned() condemned, those the stage model chose. */
+static int last_by_stage;
+
 /* Which pairs ts_solve_loop_check condemns (w < 1 of w = 1). */
 static int condemned(const plate *p, bool *out) {
     int a[2 * N], b[2 * N];
@@ -130,7 +133,7 @@ static int condemned(const plate *p, bool *out) {
         usable[e] = 1;
         w[e] = 1.0;
     }
-    int n = ts_solve_loop_check(N, p->gx, p->gy, p->npairs, a, b, usable, (const double(*)[2])d, w);
+    int n = ts_solve_loop_check(N, p->gx, p->gy, p->npairs, a, b, usable, (const double(*)[2])d, w, &last_by_stage);
     for (int e = 0; e < p->npairs; e++) {
         out[e] = w[e] < 1.0;
         if (out[e]) assert_true(w[e] == TS_LOOP_FACTOR); /* down-weighted, never 0 */
@@ -248,18 +251,20 @@ static void test_loops_missing_pairs(void **state) {
     ts_solve_result_free(&off);
 }
 
-/* What the loops cannot tell: a tile three of whose four pairs are wrong
- * (any of the four may be the right one: each explains the loops as well)
- * keeps all four weights; two pairs wrong by the same vector at one tile
- * cancel in the cell they share, which then vouches for them. Right pairs
- * are never condemned in these cases. */
+/* What neither the loops nor the stage model can tell: a tile three of
+ * whose four pairs are wrong (any of the four may be the right one: each
+ * explains the loops as well) by less than the stage scatters (pair offsets
+ * here vary by +-50 px, the errors are 15 px) keeps all four weights; two
+ * pairs wrong by the same vector at one tile cancel in the cell they share,
+ * which then vouches for them. Right pairs are never condemned in these
+ * cases. */
 static void test_loops_ambiguous(void **state) {
     (void)state;
     static plate p;
     make_plate(&p, 0, 5);
-    spoil(&p, 6, 6, true, 50, 80);   /* (6, 6): right, */
-    spoil(&p, 6, 6, false, -90, 40); /* lower */
-    spoil(&p, 5, 6, true, 70, -60);  /* and left pair wrong */
+    spoil(&p, 6, 6, true, 0, 15);    /* (6, 6): right, */
+    spoil(&p, 6, 6, false, 12, -9);  /* lower */
+    spoil(&p, 5, 6, true, -14, 6);   /* and left pair wrong */
     spoil(&p, 14, 12, true, 0, -40); /* (14, 12)'s right and lower pairs */
     spoil(&p, 14, 12, false, 0, -40);
     bool c[2 * N];
@@ -267,6 +272,72 @@ static void test_loops_ambiguous(void **state) {
     for (int e = 0; e < p.npairs; e++)
         if (c[e] && !p.wrong[e]) fail_msg("right pair %d condemned", e);
     assert_int_equal(n, 0);
+}
+
+/* Where the loops are ambiguous and the wrong pairs are gross, the stage
+ * model decides (docs/solve.md, "Loop check"): a tile three of whose four
+ * pairs are wrong, a border tile with two of its three, a corner tile with
+ * one of its two. Each explanation of the loops implies offsets for the
+ * tile's pairs; only the right one puts them all near their row's or
+ * column's median. Every wrong pair is condemned, no right one, and the
+ * solve is exact. Without the model none of the six was (the loops alone:
+ * any of them may be the right one). */
+static void test_loops_stage_model(void **state) {
+    (void)state;
+    static plate p;
+    make_plate(&p, 0, 5);
+    spoil(&p, 6, 6, true, 50, 80);    /* (6, 6): right, */
+    spoil(&p, 6, 6, false, -90, 40);  /* lower */
+    spoil(&p, 5, 6, true, 70, -60);   /* and left pair wrong */
+    spoil(&p, 11, 0, true, -60, 45);  /* (11, 0) on the top border: left */
+    spoil(&p, 12, 0, false, 85, 30);  /* (12, 0): and lower of three */
+    spoil(&p, 0, 18, false, -40, -75); /* corner (0, 19): upper of two */
+    bool c[2 * N];
+    int n = condemned(&p, c);
+    for (int e = 0; e < p.npairs; e++)
+        if (c[e] != p.wrong[e]) fail_msg("pair %d: condemned %d, wrong %d", e, c[e], p.wrong[e]);
+    assert_int_equal(n, 6);
+    assert_int_equal(last_by_stage, 6);
+    ts_solve_problem pr = problem(&p);
+    for (int s = 0; s < 2; s++) {
+        ts_solve_options o;
+        ts_solve_options_init(&o);
+        o.solver = s ? TS_SOLVER_L2 : TS_SOLVER_L1;
+        ts_solve_result r;
+        solve_ok(&pr, &o, &r);
+        int worst = 0;
+        double e = max_error(&p, &r, &worst);
+        assert_int_equal(r.loop_downweighted, 6);
+        assert_int_equal(r.stage_downweighted, 6);
+        if (e > (s ? 1e-3 : 1e-5)) fail_msg("%s: tile (%d, %d) %g px off", s ? "l2" : "l1", p.gx[worst], p.gy[worst], e);
+        ts_solve_result_free(&r);
+    }
+}
+
+/* A slipped row (row 12 150 px to the right of its neighbours: its right
+ * pairs agree with each other, its upper and lower pairs are 150 px off
+ * their columns' medians, all of them right) is not the stage model's to
+ * judge: no pair of it is condemned, and a tile three of whose four pairs
+ * are wrong there keeps all four weights (the right explanation puts its
+ * vertical pairs as far off the columns as the slip). */
+static void test_loops_stage_slipped_row(void **state) {
+    (void)state;
+    static plate p;
+    make_plate(&p, 0, 6);
+    for (int e = 0; e < p.npairs; e++) {
+        int ya = p.gy[p.pairs[e].a], yb = p.gy[p.pairs[e].b];
+        p.pairs[e].dx += (yb == 12) * 150.0 - (ya == 12) * 150.0;
+    }
+    for (int x = 0; x < COLS; x++) p.truth[tile(x, 12)][1] += 150;
+    bool c[2 * N];
+    assert_int_equal(condemned(&p, c), 0);
+    spoil(&p, 10, 12, true, 60, -70);  /* (10, 12): right, */
+    spoil(&p, 10, 12, false, -80, 50); /* lower */
+    spoil(&p, 9, 12, true, 55, 90);    /* and left pair wrong */
+    condemned(&p, c);
+    for (int e = 0; e < p.npairs; e++)
+        if (c[e] && !p.wrong[e]) fail_msg("right pair %d (%d -> %d) condemned", e, p.pairs[e].a, p.pairs[e].b);
+    assert_int_equal(last_by_stage, 0);
 }
 
 /* The same answer whatever the order and direction of the pairs. */
@@ -340,6 +411,7 @@ int main(void) {
         cmocka_unit_test(test_loops_find_wrong_pairs), cmocka_unit_test(test_loops_noise),
         cmocka_unit_test(test_loops_missing_pairs),    cmocka_unit_test(test_loops_ambiguous),
         cmocka_unit_test(test_loops_order),            cmocka_unit_test(test_loops_threads),
+        cmocka_unit_test(test_loops_stage_model),      cmocka_unit_test(test_loops_stage_slipped_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
