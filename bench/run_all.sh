@@ -8,7 +8,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-build}
 status=0
-for b in zarr_read ome_list simulate shifts_load register_bench solve_bench fuse_bench fuse_limit fuse_kernels mpi_fuse verify; do
+for b in zarr_read ome_list simulate shifts_load register_bench solve_bench fuse_bench fuse_limit old_tool_bench fuse_kernels mpi_fuse verify; do
   echo "=== bench/$b.sh"
   bash "$HERE/$b.sh" "$BUILD" || { echo "bench/$b.sh failed"; status=1; }
   echo
