@@ -10,9 +10,12 @@
 #include "common/name_index.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/pool.h"
+#include "shifts/yaml_split.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +36,32 @@ typedef struct pending {
     bool has_order;
 } pending;
 
+/* Keys of one mapping, as read (the split read checks that the two parts
+ * share no key of a mapping the split cuts through). */
+typedef struct keylist {
+    char **key;
+    size_t *len;
+    int n, cap;
+} keylist;
+
+/* What a part of a split read records (see read_split). */
+typedef struct part_info {
+    bool track;          /* record the below */
+    keylist top, pairs;  /* top-level keys; well keys of `pairs` */
+    bool tags;           /* the document has %TAG directives */
+    bool layout_ok;      /* block mappings, `pairs` at column 1 */
+    /* The last well list of `pairs`: well, columns, where it ended. */
+    int last_well;
+    bool last_block;     /* the well key plain at column 3, its block list at column 3 */
+    yaml_mark_t last_end;
+    bool have_last;
+    yaml_mark_t stream_end;
+    bool have_end;
+} part_info;
+
 typedef struct reader {
     yaml_parser_t parser;
+    bool parser_ready;
     yaml_event_t ev; /* the current event */
     bool have_event;
     ts_yaml_guard guard; /* depth cap and repeated keys, on every event */
@@ -50,7 +77,35 @@ typedef struct reader {
     const char *c_key; /* total_translation / positions key */
     int c_well, c_index, c_ta, c_tb; /* pairs: well, pair index, tiles (-1 = unknown) */
     char c_buf[256];
+    part_info part;
 } reader;
+
+static bool keylist_add(keylist *k, const char *s, size_t len) {
+    if (k->n >= k->cap) {
+        int ncap = k->cap ? 2 * k->cap : 16;
+        char **nk = realloc(k->key, (size_t)ncap * sizeof *nk);
+        if (!nk) return false;
+        k->key = nk;
+        size_t *nl = realloc(k->len, (size_t)ncap * sizeof *nl);
+        if (!nl) return false;
+        k->len = nl;
+        k->cap = ncap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return false;
+    memcpy(c, s, len);
+    c[len] = '\0';
+    k->key[k->n] = c;
+    k->len[k->n++] = len;
+    return true;
+}
+
+static void keylist_free(keylist *k) {
+    for (int i = 0; i < k->n; i++) free(k->key[i]);
+    free(k->key);
+    free(k->len);
+    memset(k, 0, sizeof *k);
+}
 
 static const char *lazy_ctx(reader *r, const char *ctx) {
     if (ctx) return ctx;
@@ -413,14 +468,25 @@ static ts_status read_tiles(reader *r) {
 /* pairs: WELL: [[a, b, dy, dx, c], ...] */
 static ts_status read_pairs(reader *r) {
     if (scalar_is_null(r)) return next(r);
+    part_info *pi = &r->part;
+    if (pi->track && !(is(r, YAML_MAPPING_START_EVENT) && r->ev.data.mapping_start.style == YAML_BLOCK_MAPPING_STYLE))
+        pi->layout_ok = false;
     ts_status st = expect(r, YAML_MAPPING_START_EVENT, "a mapping WELL: [[a, b, dy, dx, c], ...]", "pairs");
     while (!st && !is(r, YAML_MAPPING_END_EVENT)) {
         int w;
         bool empty;
+        bool key_ok = is(r, YAML_SCALAR_EVENT) && r->ev.start_mark.column == 2 &&
+                      r->ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        if (pi->track && is(r, YAML_SCALAR_EVENT) && !keylist_add(&pi->pairs, scalar(r), r->ev.data.scalar.length))
+            return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+        pi->have_last = false;
         if ((st = well_key(r, "pairs", &w, &empty))) return st;
         if (empty) continue;
         char ctx[200];
         snprintf(ctx, sizeof ctx, "pairs %s", r->s->wells[w].well);
+        /* An indentless block list: it starts at its first "- ", column 3. */
+        bool list_ok = key_ok && is(r, YAML_SEQUENCE_START_EVENT) && r->ev.start_mark.column == 2 &&
+                       r->ev.data.sequence_start.style == YAML_BLOCK_SEQUENCE_STYLE;
         if ((st = expect(r, YAML_SEQUENCE_START_EVENT, "a list of [a, b, dy, dx, c]", ctx))) return st;
         int index = 0;
         r->c_section = "pairs";
@@ -462,6 +528,10 @@ static ts_status read_pairs(reader *r) {
                 return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
             index++;
         }
+        pi->last_well = w;
+        pi->last_block = list_ok;
+        pi->last_end = r->ev.start_mark;
+        pi->have_last = true;
         st = next(r);
     }
     return st ? st : next(r);
@@ -561,12 +631,23 @@ static ts_status read_root(reader *r, bool *has_translation) {
     if ((st = next(r))) return st;
     if ((st = expect(r, YAML_STREAM_START_EVENT, "a YAML stream", "file"))) return st;
     if (is(r, YAML_STREAM_END_EVENT)) return fail_at(r, "empty file: no total_translation");
+    part_info *pi = &r->part;
+    if (is(r, YAML_DOCUMENT_START_EVENT))
+        pi->tags = r->ev.data.document_start.tag_directives.start != r->ev.data.document_start.tag_directives.end;
     if ((st = expect(r, YAML_DOCUMENT_START_EVENT, "a YAML document", "file"))) return st;
+    pi->layout_ok = is(r, YAML_MAPPING_START_EVENT) && r->ev.data.mapping_start.style == YAML_BLOCK_MAPPING_STYLE;
     if ((st = expect(r, YAML_MAPPING_START_EVENT, "a mapping with total_translation", "top level"))) return st;
     while (!is(r, YAML_MAPPING_END_EVENT)) {
         if (!is(r, YAML_SCALAR_EVENT)) return fail_at(r, "top level: expected a key");
         char key[64];
         snprintf(key, sizeof key, "%s", scalar(r));
+        if (pi->track) {
+            if (!keylist_add(&pi->top, scalar(r), r->ev.data.scalar.length))
+                return ts_fail(r->err, TS_ERR_NOMEM, "%s: out of memory", r->path);
+            if (!strcmp(key, "pairs"))
+                pi->layout_ok = pi->layout_ok && r->ev.start_mark.column == 0 &&
+                                r->ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        }
         if ((st = next(r))) return st;
         if (!strcmp(key, "total_translation")) {
             *has_translation = true;
@@ -590,6 +671,8 @@ static ts_status read_root(reader *r, bool *has_translation) {
     if ((st = next(r))) return st;
     if ((st = expect(r, YAML_DOCUMENT_END_EVENT, "the end of the document", "file"))) return st;
     if (!is(r, YAML_STREAM_END_EVENT)) return fail_at(r, "more than one YAML document in a shifts file");
+    pi->stream_end = r->ev.start_mark;
+    pi->have_end = true;
     return TS_OK;
 }
 
@@ -686,8 +769,320 @@ static ts_status apply_pending(reader *r) {
     return TS_OK;
 }
 
-ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
+/* ---- Setting up, and the whole file on one parser ---- */
+
+static bool reader_init(reader *r, const char *path, ts_error *err, bool track) {
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->err = err;
+    r->part.track = track;
+    r->s = ts_shifts_new();
+    if (!r->s || !ts_yaml_guard_init(&r->guard)) return false;
+    r->parser_ready = yaml_parser_initialize(&r->parser) != 0;
+    return r->parser_ready;
+}
+
+/* Frees everything but the model (r->s: the caller's, or NULL). */
+static void reader_release(reader *r) {
+    if (r->have_event) yaml_event_delete(&r->ev);
+    r->have_event = false;
+    if (r->parser_ready) yaml_parser_delete(&r->parser);
+    r->parser_ready = false;
+    ts_yaml_guard_free(&r->guard);
+    for (int i = 0; i < r->pend_cap; i++) {
+        free(r->pend[i].outliers);
+        free(r->pend[i].residuals);
+        free(r->pend[i].order);
+    }
+    free(r->pend);
+    r->pend = NULL;
+    r->pend_cap = 0;
+    keylist_free(&r->part.top);
+    keylist_free(&r->part.pairs);
+}
+
+/* The document on r's parser, checked and with the pending values applied. */
+static ts_status parse_whole(reader *r) {
+    bool has_translation = false;
+    ts_status st = read_root(r, &has_translation);
+    if (!st && !has_translation)
+        st = ts_fail(r->err, TS_ERR_FORMAT, "%s: no total_translation key (not a shifts file?)", r->path);
+    if (!st) st = apply_pending(r);
+    return st;
+}
+
+/* ---- Large files: two parsers, one per half, on two threads ----
+ *
+ * Part A reads bytes [0, split) as a document of its own (the parser closes
+ * what is open at its end of input); part B reads "pairs:\n  WELL:\n"
+ * followed by bytes [split, end). yaml_split.c proposes the split; it is
+ * taken only when part A confirms it (split_confirmed) and both parts
+ * parsed without error; then B's model is appended to A's, in file order
+ * (merge_parts), and the checks that span the whole file (pending values,
+ * total_translation present) run on the result. Anything else (an error in
+ * either part, even out of memory; a split A does not confirm; a key both
+ * parts read) discards both and parses the file again on one parser, which
+ * gives the same result, or the error with its line and column, as before.
+ *
+ * Why the halves give the same events as one parser: A confirms that its
+ * input ended right after a complete entry of WELL's block list (the list
+ * closed at the end of input, so nothing but spaces, line breaks and
+ * comments follows the entry), the list indentless at column 3 under the
+ * plain key WELL at column 3 of the block mapping `pairs`, a plain key at
+ * column 1 of the block top-level mapping, no %TAG directives. At the start
+ * of the split line, one parser is therefore outside any scalar, flow
+ * collection or simple key, with the indentation stack (0, 2) of those two
+ * block mappings: exactly the state B's synthetic two lines leave. The
+ * depth the guard counts is the same (3) and so are the keys of every
+ * mapping but the two the split cuts through; merge_parts checks those two
+ * for keys read by both parts. */
+
+typedef struct part_input {
+    const char *pre;
+    size_t npre;
+    const char *rest;
+    size_t nrest;
+    size_t off;
+} part_input;
+
+static int part_read(void *data, unsigned char *buffer, size_t size, size_t *size_read) {
+    part_input *in = data;
+    size_t n = 0;
+    while (n < size && in->off < in->npre + in->nrest) {
+        const char *src = in->off < in->npre ? in->pre + in->off : in->rest + (in->off - in->npre);
+        size_t avail = in->off < in->npre ? in->npre - in->off : in->npre + in->nrest - in->off;
+        size_t k = size - n < avail ? size - n : avail;
+        memcpy(buffer + n, src, k);
+        n += k;
+        in->off += k;
+    }
+    *size_read = n;
+    return 1;
+}
+
+typedef struct part_job {
+    reader r;
+    ts_error err;
+    ts_status st;
+    bool has_translation;
+    part_input in;
+} part_job;
+
+static void *part_main(void *arg) {
+    part_job *j = arg;
+    j->st = read_root(&j->r, &j->has_translation);
+    return NULL;
+}
+
+typedef struct key_ref {
+    const char *s;
+    size_t len;
+} key_ref;
+
+static int cmp_key_ref(const void *x, const void *y) {
+    const key_ref *a = x, *b = y;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->s, b->s, n);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* How many keys a and b have in common (each list's keys differ: the guard
+ * refuses repeats); -1 when out of memory. */
+static long keys_shared(const keylist *a, const keylist *b) {
+    size_t na = (size_t)a->n, nb = (size_t)b->n;
+    key_ref *ka = malloc((na ? na : 1) * sizeof *ka), *kb = malloc((nb ? nb : 1) * sizeof *kb);
+    long shared = -1;
+    if (ka && kb) {
+        for (size_t i = 0; i < na; i++) ka[i] = (key_ref){a->key[i], a->len[i]};
+        for (size_t i = 0; i < nb; i++) kb[i] = (key_ref){b->key[i], b->len[i]};
+        qsort(ka, na, sizeof *ka, cmp_key_ref);
+        qsort(kb, nb, sizeof *kb, cmp_key_ref);
+        shared = 0;
+        for (size_t i = 0, j = 0; i < na && j < nb;) {
+            int c = cmp_key_ref(&ka[i], &kb[j]);
+            if (c == 0) shared++, i++, j++;
+            else if (c < 0) i++;
+            else j++;
+        }
+    }
+    free(ka);
+    free(kb);
+    return shared;
+}
+
+static bool key_is(const keylist *k, int i, const char *s, size_t len) {
+    return i >= 0 && i < k->n && k->len[i] == len && memcmp(k->key[i], s, len) == 0;
+}
+
+static bool has_key(const keylist *k, const char *s) {
+    for (int i = 0; i < k->n; i++)
+        if (key_is(k, i, s, strlen(s))) return true;
+    return false;
+}
+
+/* The split is where A's input ended: see the comment above part_input. */
+static bool split_confirmed(const part_job *a, const part_job *b, const char *well, size_t wl) {
+    const part_info *pa = &a->r.part, *pb = &b->r.part;
+    if (!pa->layout_ok || pa->tags || !pa->have_last || !pa->last_block || !pa->have_end) return false;
+    if (pa->last_end.index != pa->stream_end.index) return false;
+    const char *name = a->r.s->wells[pa->last_well].well;
+    if (strlen(name) != wl || memcmp(name, well, wl) != 0) return false;
+    if (!key_is(&pa->top, pa->top.n - 1, "pairs", 5) || !key_is(&pa->pairs, pa->pairs.n - 1, well, wl)) return false;
+    if (!key_is(&pb->top, 0, "pairs", 5) || !key_is(&pb->pairs, 0, well, wl)) return false;
+    /* The two mappings the split cuts: only the continued key in both. */
+    return keys_shared(&pa->top, &pb->top) == 1 && keys_shared(&pa->pairs, &pb->pairs) == 1;
+}
+
+/* Appends pending values of B's well to A's; map: B's tile -> A's. */
+static bool merge_pending(pending *pa, const pending *pb, const int *map) {
+    if (pb->noutliers) {
+        int *no = realloc(pa->outliers, (size_t)(pa->noutliers + pb->noutliers) * sizeof *no);
+        if (!no) return false;
+        memcpy(no + pa->noutliers, pb->outliers, (size_t)pb->noutliers * sizeof *no);
+        pa->outliers = no;
+        pa->noutliers += pb->noutliers;
+        pa->outlier_cap = pa->noutliers;
+    }
+    if (pb->nresiduals) {
+        double(*nr)[2] = realloc(pa->residuals, (size_t)(pa->nresiduals + pb->nresiduals) * sizeof *nr);
+        if (!nr) return false;
+        memcpy(nr + pa->nresiduals, pb->residuals, (size_t)pb->nresiduals * sizeof *nr);
+        pa->residuals = nr;
+        pa->nresiduals += pb->nresiduals;
+        pa->residual_cap = pa->nresiduals;
+    }
+    pa->has_residuals |= pb->has_residuals;
+    if (pb->norder) {
+        int *no = realloc(pa->order, (size_t)(pa->norder + pb->norder) * sizeof *no);
+        if (!no) return false;
+        for (int i = 0; i < pb->norder; i++) no[pa->norder + i] = map[pb->order[i]];
+        pa->order = no;
+        pa->norder += pb->norder;
+        pa->order_cap = pa->norder;
+    }
+    pa->has_order |= pb->has_order;
+    return true;
+}
+
+/* B's model after A's, as one parser would have built it: wells and tiles
+ * new to A get the next indices in B's order (their order of first
+ * appearance), B's pairs and entries follow A's. False when out of memory. */
+static bool merge_parts(part_job *a, part_job *b) {
+    ts_shifts *sa = a->r.s;
+    const ts_shifts *sb = b->r.s;
+    for (int wb = 0; wb < sb->nwells; wb++) {
+        const ts_well_shifts *B = &sb->wells[wb];
+        int wa = ts_shifts_add_well(sa, B->well);
+        if (wa < 0 || !pend_for(&a->r, wa)) return false;
+        int *map = malloc((size_t)(B->ntiles ? B->ntiles : 1) * sizeof *map);
+        if (!map) return false;
+        bool ok = true;
+        for (int t = 0; ok && t < B->ntiles; t++) {
+            int ta = ts_shifts_add_tile_n(sa, wa, B->tiles[t], strlen(B->tiles[t]));
+            ts_well_shifts *A = &sa->wells[wa];
+            map[t] = ta;
+            if (ta < 0) ok = false;
+            else if (B->has_origin[t]) {
+                A->origin[ta][0] = B->origin[t][0];
+                A->origin[ta][1] = B->origin[t][1];
+                A->has_origin[ta] = true;
+            }
+            if (ok && B->position && !isnan(B->position[t][0])) {
+                if (!ts_shifts_ensure_positions(sa, wa)) ok = false;
+                else A->position[ta][0] = B->position[t][0], A->position[ta][1] = B->position[t][1];
+            }
+        }
+        for (int e = 0; ok && e < B->npairs; e++) {
+            const ts_shift_pair *q = &B->pairs[e];
+            ok = ts_shifts_add_pair(sa, wa, map[q->a], map[q->b], q->dy, q->dx, q->confidence) >= 0;
+        }
+        for (int e = 0; ok && e < B->nedges; e++) {
+            const ts_shift_edge *q = &B->edges[e];
+            ok = ts_shifts_add_edge(sa, wa, q->xa, q->ya, q->xb, q->yb, q->confidence) >= 0;
+        }
+        ok = ok && merge_pending(&a->r.pend[wa], &b->r.pend[wb], map);
+        free(map);
+        if (!ok) return false;
+    }
+    /* The top-level scalars B read (each key is in one part only). */
+    if (sb->has_tile_shape) sa->has_tile_shape = true, memcpy(sa->tile_shape, sb->tile_shape, sizeof sa->tile_shape);
+    if (sb->has_orientation) sa->has_orientation = true, sa->orientation = sb->orientation;
+    if (sb->has_nominal_pitch)
+        sa->has_nominal_pitch = true, memcpy(sa->nominal_pitch, sb->nominal_pitch, sizeof sa->nominal_pitch);
+    if (has_key(&b->r.part.top, "names_yx")) sa->names_yx = sb->names_yx;
+    a->has_translation |= b->has_translation;
+    return true;
+}
+
+/* The two-part read of buf; true with *out set when it was used, false
+ * when the file is to be read on one parser (nothing reported). */
+static bool read_split(const char *path, const char *buf, size_t len, size_t target, ts_shifts **out) {
+    size_t split;
+    const char *well;
+    size_t wl;
+    if (!ts_yaml_find_split(buf, len, target, &split, &well, &wl)) return false;
+    char pre[2 * TS_YAML_SPLIT_MAX_WELL + 16];
+    int np = snprintf(pre, sizeof pre, "pairs:\n  %.*s:\n", (int)wl, well);
+    part_job *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    bool ok = a && b && np > 0 && (size_t)np < sizeof pre;
+    ok = ok && reader_init(&a->r, path, &a->err, true);
+    ok = ok && reader_init(&b->r, path, &b->err, true);
+    if (ok) {
+        yaml_parser_set_input_string(&a->r.parser, (const unsigned char *)buf, split);
+        b->in = (part_input){pre, (size_t)np, buf + split, len - split, 0};
+        yaml_parser_set_input(&b->r.parser, part_read, &b->in);
+        pthread_t t;
+        bool threaded = pthread_create(&t, NULL, part_main, b) == 0;
+        part_main(a);
+        if (threaded) pthread_join(t, NULL);
+        else part_main(b);
+        ok = !a->st && !b->st && split_confirmed(a, b, well, wl) && merge_parts(a, b);
+        /* Whole-file checks: with an error, the one-parser read reports it. */
+        ok = ok && a->has_translation && apply_pending(&a->r) == TS_OK;
+    }
+    if (ok) *out = a->r.s;
+    for (int i = 0; i < 2; i++) {
+        part_job *j = i ? b : a;
+        if (!j) continue;
+        reader_release(&j->r);
+        if (!ok || j == b) ts_shifts_free(j->r.s);
+        free(j);
+    }
+    return ok;
+}
+
+/* The whole file into memory (a large one: the split read needs it). */
+static ts_status slurp(int fd, const char *path, uint64_t size_hint, char **buf, size_t *len, ts_error *err) {
+    size_t cap = (size_t)size_hint + 1, n = 0;
+    char *b = malloc(cap);
+    if (!b) return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
+            }
+            b = nb;
+            cap *= 2;
+        }
+        ssize_t k = read(fd, b + n, cap - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            free(b);
+            return ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
+        }
+        if (k == 0) break;
+        n += (size_t)k;
+    }
+    *buf = b;
+    *len = n;
+    return TS_OK;
+}
+
+ts_status ts_shifts_read_ex(const char *path, ts_shifts_read_opts *o, ts_shifts **out, ts_error *err) {
     *out = NULL;
+    if (o) o->parts = 1;
     /* A regular file only: a FIFO would block the read for ever. */
     int fd = -1;
     bool found = false;
@@ -695,42 +1090,59 @@ ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
     ts_status ost = ts_open_regular(path, &fd, &fsize, &found, err);
     if (ost) return ost;
     if (!found) return ts_fail(err, TS_ERR_IO, "cannot read '%s': no such file", path);
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
+    size_t split_min = o && o->split_min_bytes ? o->split_min_bytes : TS_SHIFTS_SPLIT_MIN;
+    /* Two parsers pay off with a second core (tests ask for them anyway). */
+    bool split = fsize >= split_min && (o || ts_cpu_count() >= 2);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    if (split) {
+        ts_status st = slurp(fd, path, fsize, &buf, &len, err);
         close(fd);
-        return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        if (st) return st;
+        size_t target = o && o->split_target >= 0 ? (size_t)o->split_target : (size_t)(TS_SHIFTS_SPLIT_AT * (double)len);
+        if (read_split(path, buf, len, target, out)) {
+            free(buf);
+            if (o) o->parts = 2;
+            return TS_OK;
+        }
+    } else {
+        f = fdopen(fd, "rb");
+        if (!f) {
+            close(fd);
+            return ts_fail(err, TS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        }
     }
-    reader r = {.path = path, .err = err};
-    r.s = ts_shifts_new();
-    if (!r.s || !ts_yaml_guard_init(&r.guard) || !yaml_parser_initialize(&r.parser)) {
-        fclose(f);
+    reader r;
+    if (!reader_init(&r, path, err, false)) {
+        if (f) fclose(f);
+        free(buf);
+        reader_release(&r);
         ts_shifts_free(r.s);
-        ts_yaml_guard_free(&r.guard);
         return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
     }
-    /* A large stdio buffer: libyaml reads in small pieces. */
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
-    yaml_parser_set_input_file(&r.parser, f);
-    bool has_translation = false;
-    ts_status st = read_root(&r, &has_translation);
-    if (!st && !has_translation)
-        st = ts_fail(err, TS_ERR_FORMAT, "%s: no total_translation key (not a shifts file?)", path);
-    if (!st) st = apply_pending(&r);
-    if (r.have_event) yaml_event_delete(&r.ev);
-    yaml_parser_delete(&r.parser);
-    ts_yaml_guard_free(&r.guard);
-    if (ferror(f) && !st) st = ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
-    fclose(f);
-    for (int i = 0; i < r.pend_cap; i++) {
-        free(r.pend[i].outliers);
-        free(r.pend[i].residuals);
-        free(r.pend[i].order);
+    if (f) {
+        /* A large stdio buffer: libyaml reads in small pieces. */
+        setvbuf(f, NULL, _IOFBF, 1 << 20);
+        yaml_parser_set_input_file(&r.parser, f);
+    } else {
+        yaml_parser_set_input_string(&r.parser, (const unsigned char *)buf, len);
     }
-    free(r.pend);
+    ts_status st = parse_whole(&r);
+    reader_release(&r);
+    if (f) {
+        if (ferror(f) && !st) st = ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
+        fclose(f);
+    }
+    free(buf);
     if (st) {
         ts_shifts_free(r.s);
         return st;
     }
     *out = r.s;
     return TS_OK;
+}
+
+ts_status ts_shifts_read(const char *path, ts_shifts **out, ts_error *err) {
+    return ts_shifts_read_ex(path, NULL, out, err);
 }
