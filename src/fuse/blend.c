@@ -262,7 +262,11 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
      * bands, or just this band's rows. */
     const int64_t B = W->L.block;
     int64_t last_band = (t->oy + t->h - 1) / B;
-    if (last_band > W->band_end - 1) last_band = W->band_end - 1;
+    /* ... the last band of this process that loads the tile's strip: its
+     * last band may be partly another rank's, the tile's blocks there too. */
+    const int64_t last_block = W->block_end - 1, end_band = last_block / W->L.nbx;
+    if (last_band > end_band) last_band = end_band;
+    if (last_band == end_band && slot->bx0 > last_block % W->L.nbx) last_band--;
     const size_t plane_bytes = (size_t)(nc * t->raw_h * t->raw_w) * esize;
     kept_plane *kept = NULL, *stale = NULL;
     bool keep = false;

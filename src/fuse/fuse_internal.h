@@ -71,7 +71,9 @@ typedef struct fuse_well {
      * tile spans (blend.c), at most kept_cap bytes; guarded by recycle_mu. */
     struct kept_plane *kept;
     size_t kept_bytes, kept_cap;
-    int64_t band_end;            /* bands [.., band_end) are this process's */
+    /* Of each (t, z), the blocks band * nbx + bx in [block_begin, block_end)
+     * are this process's (all of them in one process). */
+    int64_t block_begin, block_end;
     /* --resume (resume.c): blocks an interrupted run completed (per unit x
      * block), strips the others need (per (t, z) x band slot). NULL: none. */
     uint8_t *resume_done, *resume_needed;
@@ -111,9 +113,10 @@ ts_status fuse_check_tile_shape(const fuse_well *W, const struct ts_shifts *shif
 /* The run manifest a new store's temporary directory holds (fuse.c). */
 #define FUSE_MANIFEST "fuse-run.txt"
 
-/* resume.c: checks which blocks of bands [b0, b1) are complete in the
- * output arrays (W->out, open) and which strips the rest need. */
-ts_status fuse_resume_scan(fuse_well *W, ts_pool *pool, int64_t b0, int64_t b1, ts_error *err);
+/* resume.c: checks which of this process's blocks (W->block_begin ..
+ * block_end of each (t, z)) are complete in the output arrays (W->out,
+ * open) and which strips the rest need. */
+ts_status fuse_resume_scan(fuse_well *W, ts_pool *pool, ts_error *err);
 bool fuse_resume_block_done(const fuse_well *W, int64_t unit, int64_t bx);
 bool fuse_resume_strip_needed(const fuse_well *W, int64_t unit, const fuse_slot *slot);
 void fuse_resume_free(fuse_well *W);

@@ -35,7 +35,8 @@ typedef struct sched {
     const fuse_plan *plan;
     const fuse_stage_fns *fns;
     int64_t nunits, nbx;
-    int64_t b0, nlocal;  /* bands [b0, b0 + nlocal) of the plan are run */
+    int64_t b0, nlocal;  /* bands [b0, b0 + nlocal) of the plan are entered */
+    int64_t g0, g1;      /* of each (t, z), the blocks band * nbx + bx in [g0, g1) are run */
     unit_state **units;  /* allocated when the load cursor enters a unit */
     int64_t u_min;       /* lowest unit not finished */
     int64_t cur_u;       /* load cursor: unit, slot */
@@ -70,6 +71,13 @@ static int64_t plan_unit(const sched *S, int64_t u) {
     return (u / S->nlocal) * S->plan->nbands + S->b0 + u % S->nlocal;
 }
 
+/* Whether block bx of unit u is one this run processes (the first and last
+ * band of an MPI rank's share may be partly another rank's). */
+static bool block_in_range(const sched *S, int64_t u, int64_t bx) {
+    const int64_t g = (S->b0 + u % S->nlocal) * S->nbx + bx;
+    return g >= S->g0 && g < S->g1;
+}
+
 static void strip_release(const fuse_stage_fns *fns, fuse_strip *strip) {
     if (!strip->data) return;
     if (fns->free_strip) fns->free_strip(fns->user, strip);
@@ -101,9 +109,16 @@ static ts_status unit_enter(sched *S, int64_t u) {
         unit_free(S->fns, us, band);
         return ts_fail(&S->error, TS_ERR_NOMEM, "pipeline unit");
     }
+    /* A strip is held for the blocks of this run that use it; one that only
+     * another rank's blocks use is never loaded (cursor_settle skips it). */
     for (int s = 0; s < band->nslots; s++)
-        us->refs[s] = (int)(band->slots[s].bx1 - band->slots[s].bx0 + 1);
+        for (int64_t bx = band->slots[s].bx0; bx <= band->slots[s].bx1; bx++) us->refs[s] += block_in_range(S, u, bx);
     for (int64_t bx = 0; bx < S->nbx; bx++) {
+        if (!block_in_range(S, u, bx)) { /* another rank's: done as far as this run goes */
+            us->state[bx] = BLOCK_DONE;
+            us->blocks_done++;
+            continue;
+        }
         us->pending[bx] = band->block_start[bx + 1] - band->block_start[bx];
         if (us->pending[bx] == 0) { us->state[bx] = BLOCK_READY; S->ready++; }
     }
@@ -118,7 +133,10 @@ static ts_status cursor_settle(sched *S) {
             ts_status st = unit_enter(S, S->cur_u);
             if (st != TS_OK) return st;
         }
-        if (S->cur_s < unit_band(S, S->cur_u)->nslots) break;
+        const unit_state *us = S->units[S->cur_u];
+        const int nslots = unit_band(S, S->cur_u)->nslots;
+        while (S->cur_s < nslots && us->refs[S->cur_s] == 0) S->cur_s++;
+        if (S->cur_s < nslots) break;
         S->cur_u++;
         S->cur_s = 0;
     }
@@ -326,20 +344,34 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int6
                             const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
                             ts_progress_fn progress, void *progress_user, const char *stage,
                             fuse_pipeline_stats *stats, ts_error *err) {
+    const int64_t nbx = plan->L.nbx;
+    return fuse_pipeline_run_blocks(plan, ntz, b0 * nbx, b1 * nbx, fns, pool, budget, max_blocks, progress,
+                                    progress_user, stage, stats, err);
+}
+
+ts_status fuse_pipeline_run_blocks(const fuse_plan *plan, int64_t ntz, int64_t g0, int64_t g1,
+                                   const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
+                                   ts_progress_fn progress, void *progress_user, const char *stage,
+                                   fuse_pipeline_stats *stats, ts_error *err) {
     sched S;
     memset(&S, 0, sizeof S);
-    if (b0 < 0) b0 = 0;
-    if (b1 > plan->nbands) b1 = plan->nbands;
+    const int64_t nbx = plan->L.nbx, nblocks = (int64_t)plan->nbands * nbx;
+    if (g0 < 0) g0 = 0;
+    if (g1 > nblocks) g1 = nblocks;
+    /* The bands the blocks lie in: whole ones, and the first and last
+     * perhaps in part. */
+    const int64_t b0 = g1 > g0 ? g0 / nbx : 0, b1 = g1 > g0 ? (g1 - 1) / nbx + 1 : 0;
     const int64_t nunits = b1 > b0 && ntz > 0 ? ntz * (b1 - b0) : 0;
     S.plan = plan;
     S.fns = fns;
     S.b0 = b0;
     S.nlocal = b1 - b0;
+    S.g0 = g0, S.g1 = g1;
     S.nunits = nunits;
-    S.nbx = plan->L.nbx;
+    S.nbx = nbx;
     S.budget = budget;
     S.max_blocks = max_blocks > 0 ? max_blocks : 1;
-    S.total = nunits * S.nbx;
+    S.total = nunits > 0 ? ntz * (g1 - g0) : 0;
     S.progress = progress;
     S.progress_user = progress_user;
     S.stage = stage;
@@ -353,7 +385,12 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int6
     if (st == TS_OK) {
         if (progress) progress(progress_user, stage, 0, S.total);
         int n = ts_pool_size(pool);
-        S.lookahead = (int64_t)n + 2;
+        /* The blocks the threads blend plus one being read. Each block
+         * further holds its strips until it is done (~10 MB for 2048 px
+         * blocks of 256 px tiles): at threads + 2 the strips held were 32,
+         * 47 and 51 MB for 1x, 4x and 16x the canvas area at the default
+         * --memory, at threads 26, 30 and 31 MB, no slower (docs/fuse.md). */
+        S.lookahead = (int64_t)n;
         ts_pool_for(pool, n, worker_main, &S);
         if (S.failed) st = S.error.code != TS_OK ? S.error.code : TS_ERR_INTERNAL;
     }

@@ -74,6 +74,16 @@ ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int6
                             ts_progress_fn progress, void *progress_user, const char *stage,
                             fuse_pipeline_stats *stats, ts_error *err);
 
+/* The same for the blocks [g0, g1) of each (t, z) plane, a block numbered
+ * band * nbx + bx (an MPI rank's share: runs of blocks, so that a plate of
+ * few bands still splits evenly). A band whose blocks are partly in the
+ * range has only the strips its blocks in the range use loaded.
+ * fuse_pipeline_run is this with g0 = b0 * nbx, g1 = b1 * nbx. */
+ts_status fuse_pipeline_run_blocks(const fuse_plan *plan, int64_t ntz, int64_t g0, int64_t g1,
+                                   const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
+                                   ts_progress_fn progress, void *progress_user, const char *stage,
+                                   fuse_pipeline_stats *stats, ts_error *err);
+
 /* Runs fn(user, i, worker, err) for i in [0, n): called from a process
  * stage, it lets pipeline workers that have nothing else to do (no block
  * ready, no strip to load) run items too, so the pieces of one large block

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "mpi/dist.h"
 
 /* A canvas side beyond this is an absurd shift, not a mosaic (2^31 px is
  * ~1.4 km at 0.65 um/px). */
@@ -182,6 +183,35 @@ typedef struct { int tile, slot; } tile_slot;
 static int cmp_tile_slot(const void *a, const void *b) {
     const tile_slot *x = a, *y = b;
     return (x->tile > y->tile) - (x->tile < y->tile);
+}
+
+void fuse_block_costs(const fuse_plan *p, int64_t *cost) {
+    const fuse_layout *L = &p->L;
+    for (int b = 0; b < p->nbands; b++) {
+        const fuse_band *band = &p->bands[b];
+        for (int64_t bx = 0; bx < L->nbx; bx++) {
+            int64_t c = 0;
+            for (int k = band->block_start[bx]; k < band->block_start[bx + 1]; k++) {
+                const fuse_slot *s = &band->slots[band->block_slots[k]];
+                c += (s->r1 - s->r0) * L->block;
+            }
+            const int64_t x0 = bx * L->block, x1 = x0 + L->block < L->canvas_w ? x0 + L->block : L->canvas_w;
+            if (c > 0) c += (band->y1 - band->y0) * (x1 - x0);
+            cost[(int64_t)b * L->nbx + bx] = c;
+        }
+    }
+}
+
+ts_status fuse_rank_blocks(const fuse_plan *p, int rank, int size, int64_t *g0, int64_t *g1, ts_error *err) {
+    const int64_t n = (int64_t)p->nbands * p->L.nbx;
+    *g0 = 0, *g1 = n;
+    if (size <= 1) return TS_OK;
+    int64_t *cost = malloc((size_t)(n > 0 ? n : 1) * sizeof *cost);
+    if (!cost) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld block costs", (long long)n);
+    fuse_block_costs(p, cost);
+    ts_dist_share_weighted(cost, n, rank, size, g0, g1);
+    free(cost);
+    return TS_OK;
 }
 
 void fuse_plan_free(fuse_plan *p) {

@@ -21,7 +21,7 @@
 
 typedef struct scan_job {
     fuse_well *W;
-    int64_t b0, nb;          /* this process's bands [b0, b0 + nb) */
+    int64_t g0, nb;          /* this process's blocks [g0, g0 + nb) of each (t, z) */
     int64_t ntz;
     void **buf;              /* per worker: one block of level 0 */
 } scan_job;
@@ -69,7 +69,7 @@ static ts_status scan_block(void *user, int64_t i, int worker, ts_error *err) {
     scan_job *J = user;
     fuse_well *W = J->W;
     const int64_t nbx = W->L.nbx;
-    const int64_t bx = i % nbx, band = J->b0 + i / nbx % J->nb, tz = i / (nbx * J->nb);
+    const int64_t g = J->g0 + i % J->nb, tz = i / J->nb, bx = g % nbx, band = g / nbx;
     if (!J->buf[worker]) {
         J->buf[worker] = malloc((size_t)(W->L.C * W->L.block * W->L.block) * W->out_elem);
         if (!J->buf[worker]) return ts_fail(err, TS_ERR_NOMEM, "--resume: a block buffer");
@@ -80,7 +80,8 @@ static ts_status scan_block(void *user, int64_t i, int worker, ts_error *err) {
     return TS_OK;
 }
 
-ts_status fuse_resume_scan(fuse_well *W, ts_pool *pool, int64_t b0, int64_t b1, ts_error *err) {
+ts_status fuse_resume_scan(fuse_well *W, ts_pool *pool, ts_error *err) {
+    const int64_t g0 = W->block_begin, g1 = W->block_end;
     const fuse_plan *P = W->plan;
     const int64_t ntz = W->nt * W->L.Z, nbx = W->L.nbx, nunits = ntz * P->nbands;
     W->resume_done = calloc((size_t)(nunits * nbx) + 1, 1);
@@ -90,25 +91,24 @@ ts_status fuse_resume_scan(fuse_well *W, ts_pool *pool, int64_t b0, int64_t b1, 
     const int64_t nslots = W->resume_slot_off[P->nbands];
     W->resume_needed = calloc((size_t)(ntz * nslots) + 1, 1);
     if (!W->resume_needed) return ts_fail(err, TS_ERR_NOMEM, "--resume: strip map");
-    scan_job J = {W, b0, b1 - b0, ntz, calloc((size_t)ts_pool_size(pool), sizeof(void *))};
+    scan_job J = {W, g0, g1 - g0, ntz, calloc((size_t)ts_pool_size(pool), sizeof(void *))};
     if (!J.buf) return ts_fail(err, TS_ERR_NOMEM, "--resume: block buffers");
-    ts_status st = b1 > b0 ? ts_pool_run(pool, ntz * (b1 - b0) * nbx, scan_block, &J, err) : TS_OK;
+    ts_status st = g1 > g0 ? ts_pool_run(pool, ntz * (g1 - g0), scan_block, &J, err) : TS_OK;
     for (int i = 0; i < ts_pool_size(pool); i++) free(J.buf[i]);
     free(J.buf);
     if (st) return st;
     /* A strip is read when a block left to blend uses it. */
     for (int64_t tz = 0; tz < ntz; tz++)
-        for (int64_t b = b0; b < b1; b++) {
+        for (int64_t g = g0; g < g1; g++) {
+            const int64_t b = g / nbx, bx = g % nbx;
             const fuse_band *band = &P->bands[b];
             const int64_t unit = tz * P->nbands + b;
-            for (int64_t bx = 0; bx < nbx; bx++) {
-                if (W->resume_done[unit * nbx + bx]) {
-                    W->resume_blocks_kept++;
-                    continue;
-                }
-                for (int k = band->block_start[bx]; k < band->block_start[bx + 1]; k++)
-                    W->resume_needed[tz * nslots + W->resume_slot_off[b] + band->block_slots[k]] = 1;
+            if (W->resume_done[unit * nbx + bx]) {
+                W->resume_blocks_kept++;
+                continue;
             }
+            for (int k = band->block_start[bx]; k < band->block_start[bx + 1]; k++)
+                W->resume_needed[tz * nslots + W->resume_slot_off[b] + band->block_slots[k]] = 1;
         }
     return TS_OK;
 }
