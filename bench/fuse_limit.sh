@@ -37,7 +37,8 @@ t, rss, codec = float(sys.argv[2]), sys.argv[3], sys.argv[4]
 lim = float(kv["limit_s"])
 print(f"codec {codec}: tessera fuse {t:.2f} s (best of 3, peak_rss_mb={rss}); limit {lim:.2f} s = decode "
       f"{kv['decode_s']} + blend traffic {kv['blend_s']} (triad {kv['triad_gbs']} GB/s) + encode {kv['encode_s']} "
-      f"+ write {kv['write_s']}; tessera takes {t / lim:.2f}x the limit")
+      f"+ write {kv['write_s']}; tessera takes {t / lim:.2f}x the limit (target <= 1.15x: "
+      f"{'met' if t / lim <= 1.15 else 'MISSED'})")
 if codec == "zstd":
     print("  encode speed and ratio on this mosaic's 512^2 chunks (1 thread):")
     for l in lines:
