@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/orient.h"
 #include "fuse/fuse_internal.h"
@@ -131,6 +132,10 @@ typedef struct kept_plane {
     int64_t next_unit, last_unit;
     int refs;                  /* strips viewing it */
     struct kept_plane *next;
+    /* Of bytes, what counts in W->kept_bytes: the raw rows [keep0, keep1)
+     * of each channel plane still held (kept_trim gives the rest back). */
+    size_t counted;
+    int64_t keep0, keep1;
 } kept_plane;
 
 /* Drops a plane no strip views and no band will ask for. recycle_mu held;
@@ -140,19 +145,80 @@ static kept_plane *kept_unlink_if_done(fuse_well *W, kept_plane *k) {
     kept_plane **p = &W->kept;
     while (*p != k) p = &(*p)->next;
     *p = k->next;
-    W->kept_bytes -= k->bytes;
+    W->kept_bytes -= k->counted;
     return k;
 }
 
+/* A plane no strip views that a later band will ask for: only the rows of
+ * that band and below are read again, so the pages of the rows above are
+ * given back (raw rows, when oriented rows are raw rows: no odd rot90). A
+ * tile straddling a band boundary is held from its first band until the
+ * next band's blocks reach its column, so the planes held grow with the
+ * canvas width: whole, they were most of the peak RSS's growth from 1x to
+ * 16x the area (2 -> 14 MB of tile planes for 256 x 256 tiles); a
+ * straddling tile has on average half its rows in the next band. recycle_mu
+ * held; returns the byte ranges to release (madvise outside the lock: no
+ * strip views them and none will). */
+static int kept_trim(fuse_well *W, kept_plane *k, unsigned char **at, size_t *len, int max) {
+    const fuse_tile *t = &W->tiles[k->tile];
+    const size_t es = ts_dtype_size(t->dtype);
+    const long page_l = sysconf(_SC_PAGESIZE);
+    const size_t page = page_l > 0 ? (size_t)page_l : 4096;
+    const int64_t plane = t->raw_h * t->raw_w, nc = (int64_t)(k->bytes / ((size_t)plane * es));
+    /* malloc'd (small) planes are not page-aligned; one range before and
+     * one after the rows kept per channel */
+    if (k->bytes < STRIP_MMAP_MIN || t->w < 2 || nc < 1 || 2 * nc > max) return 0;
+    const fuse_band *band = &W->plan->bands[k->next_unit % W->plan->nbands];
+    const int64_t r = band->y0 - t->oy; /* first oriented row read again */
+    if (r <= 0) return 0;
+    int64_t y0, x0, y1, x1, y2, x2;
+    ts_orient_source(&W->orient, t->raw_h, t->raw_w, r, 0, &y0, &x0);
+    ts_orient_source(&W->orient, t->raw_h, t->raw_w, r, t->w - 1, &y1, &x1);
+    ts_orient_source(&W->orient, t->raw_h, t->raw_w, t->h - 1, 0, &y2, &x2);
+    if (y0 != y1) return 0; /* oriented rows are raw columns */
+    int64_t keep0 = y0 < y2 ? y0 : y2, keep1 = (y0 > y2 ? y0 : y2) + 1;
+    if (keep0 < k->keep0) keep0 = k->keep0;
+    if (keep1 > k->keep1) keep1 = k->keep1;
+    if (keep0 <= k->keep0 && keep1 >= k->keep1) return 0;
+    const size_t before = k->counted;
+    k->keep0 = keep0, k->keep1 = keep1;
+    k->counted = (size_t)(nc * (keep1 - keep0) * t->raw_w) * es;
+    W->kept_bytes -= before - k->counted;
+    int n = 0;
+    for (int64_t c = 0; c < nc; c++) {
+        /* Whole pages of channel c before raw row keep0 and after keep1. */
+        const size_t p0 = (size_t)(c * plane) * es, p1 = p0 + (size_t)plane * es;
+        const size_t k0 = p0 + (size_t)(keep0 * t->raw_w) * es, k1 = p0 + (size_t)(keep1 * t->raw_w) * es;
+        size_t a = (p0 + page - 1) / page * page, b = k0 / page * page;
+        if (b > a) at[n] = (unsigned char *)k->raw + a, len[n++] = b - a;
+        a = (k1 + page - 1) / page * page, b = p1 / page * page;
+        if (b > a) at[n] = (unsigned char *)k->raw + a, len[n++] = b - a;
+    }
+    return n;
+}
+
+/* Frees a plane. The pages a trimmed one gave back are faulted in again
+ * at once before it is recycled (else they would fault in one by one under
+ * the next strip; unmapping it instead and mapping afresh was slower). */
+static void kept_free(fuse_well *W, kept_plane *k) {
+#ifdef MADV_POPULATE_WRITE
+    if (k->counted < k->bytes) (void)madvise(k->raw, strip_mapped_size(k->bytes), MADV_POPULATE_WRITE);
+#endif
+    buf_free(W, k->raw, k->bytes);
+    free(k);
+}
+
 static void kept_release(fuse_well *W, kept_plane *k) {
+    unsigned char *at[16];
+    size_t len[16];
+    int n = 0;
     pthread_mutex_lock(&W->recycle_mu);
     k->refs--;
     kept_plane *gone = kept_unlink_if_done(W, k);
+    if (!gone && k->refs == 0) n = kept_trim(W, k, at, len, 16);
     pthread_mutex_unlock(&W->recycle_mu);
-    if (gone) {
-        buf_free(W, gone->raw, gone->bytes);
-        free(gone);
-    }
+    for (int i = 0; i < n; i++) (void)madvise(at[i], len[i], MADV_DONTNEED);
+    if (gone) kept_free(W, gone);
 }
 
 static void strip_free(void *user, fuse_strip *strip) {
@@ -167,8 +233,7 @@ void fuse_recycle_drain(fuse_well *W) {
     while (W->kept) {
         kept_plane *k = W->kept;
         W->kept = k->next;
-        buf_free(W, k->raw, k->bytes);
-        free(k);
+        kept_free(W, k);
     }
     W->kept_bytes = 0;
     for (int i = 0; i < W->nrecycled; i++) munmap(W->recycled[i], W->recycled_size[i]);
@@ -294,8 +359,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
     while (stale) {
         kept_plane *k = stale;
         stale = k->next;
-        buf_free(W, k->raw, k->bytes);
-        free(k);
+        kept_free(W, k);
     }
     if (kept || keep) { ry0 = 0, rx0 = 0, rh = t->raw_h, rw = t->raw_w; }
     void *raw = kept ? kept->raw : NULL;
@@ -324,7 +388,9 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
             kept = st == TS_OK ? calloc(1, sizeof *kept) : NULL;
             pthread_mutex_lock(&W->recycle_mu);
             if (kept) {
-                *kept = (kept_plane){slot->tile, t_in, z, raw, raw_bytes, unit + 1, unit + (last_band - band), 1, W->kept};
+                *kept = (kept_plane){.tile = slot->tile, .t = t_in, .z = z, .raw = raw, .bytes = raw_bytes,
+                                     .next_unit = unit + 1, .last_unit = unit + (last_band - band), .refs = 1,
+                                     .next = W->kept, .counted = raw_bytes, .keep0 = 0, .keep1 = t->raw_h};
                 W->kept = kept;
             } else {
                 W->kept_bytes -= plane_bytes;

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -144,6 +145,12 @@ typedef struct fake {
     int *blocks;  /* per (unit, bx) */
     int maxslots;
     int running, most_running; /* blocks in process_block at once */
+    /* Runs of all bands: how far past the earliest unfinished block (the
+     * plan's block numbering, unit * nbx + bx) a strip was loaded for, at
+     * most. A strip loaded for a block further ahead stays held until that
+     * block is done, so this is what the strips held come to. */
+    bool check_ahead;
+    int64_t most_ahead;
 } fake;
 
 static size_t fake_estimate(void *user, int64_t unit, const fuse_slot *slot) {
@@ -164,6 +171,14 @@ static ts_status fake_load(void *user, int64_t unit, const fuse_slot *slot, fuse
     ((float *)strip->data)[0] = (float)slot->tile;
     pthread_mutex_lock(&F->mu);
     F->loads[unit * F->maxslots + s]++;
+    if (F->check_ahead) {
+        /* A block counts as done here before the pipeline hears of it, so
+         * this earliest is never behind the pipeline's. */
+        int64_t first = 0;
+        while (F->blocks[first]) first++;
+        const int64_t ahead = unit * F->plan->L.nbx + slot->bx0 - first;
+        if (ahead > F->most_ahead) F->most_ahead = ahead;
+    }
     pthread_mutex_unlock(&F->mu);
     return TS_OK;
 }
@@ -240,6 +255,44 @@ static void test_pipeline_loads_once_and_never_stalls(void **state) {
     run_fake(2, (size_t)1 << 30, 2, 2, 2);  /* no band: nothing runs */
 }
 
+/* Reading runs at most `threads` blocks ahead of the earliest unfinished
+ * one (the blocks the threads blend, one more being read), whatever the
+ * budget: it used to be threads + 2, and at 2048 px blocks of 256 px tiles
+ * each block further held ~10 MB of strips, so the peak RSS at the default
+ * --memory grew with the canvas until the window was full (issue 12). */
+static void test_pipeline_reads_ahead_threads_blocks(void **state) {
+    (void)state;
+    fuse_tile t[9];
+    grid_tiles(t);
+    int64_t h, w;
+    ts_error err;
+    assert_int_equal(fuse_canvas(t, 9, &h, &w, &err), TS_OK);
+    fuse_layout L = layout(h, w, 16, 2);
+    fuse_plan *p;
+    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    assert_true(p->nbands * L.nbx >= 16); /* room to read far ahead */
+    for (int threads = 1; threads <= 3; threads++) {
+        const int64_t nunits = 3 * p->nbands;
+        fake F = {.plan = p, .maxslots = 9, .check_ahead = true};
+        pthread_mutex_init(&F.mu, NULL);
+        F.loads = calloc((size_t)(nunits * 9), sizeof(int));
+        F.blocks = calloc((size_t)(nunits * L.nbx) + 1, sizeof(int));
+        fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = fake_process, .user = &F};
+        ts_pool *pool = ts_pool_create(threads);
+        assert_int_equal(fuse_pipeline_run(p, 3, 0, p->nbands, &fns, pool, (size_t)1 << 30, threads, NULL, NULL, "t",
+                                           NULL, &err),
+                         TS_OK);
+        assert_true(F.most_ahead <= threads);
+        /* and it does read ahead (one thread: a block beyond its own) */
+        assert_true(F.most_ahead >= 1);
+        ts_pool_destroy(pool);
+        free(F.loads);
+        free(F.blocks);
+        pthread_mutex_destroy(&F.mu);
+    }
+    fuse_plan_free(p);
+}
+
 static ts_status failing_process(void *user, int worker, int64_t unit, int64_t bx,
                                  const fuse_strip *const *strips, int n, ts_error *err) {
     (void)user, (void)worker, (void)strips, (void)n;
@@ -281,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_canvas),
         cmocka_unit_test(test_plan_covers_every_row_once),
         cmocka_unit_test(test_pipeline_loads_once_and_never_stalls),
+        cmocka_unit_test(test_pipeline_reads_ahead_threads_blocks),
         cmocka_unit_test(test_pipeline_reports_first_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
