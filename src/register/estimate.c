@@ -60,6 +60,12 @@ typedef struct est_ctx {
      * (all of them in one process). */
     int64_t first, nlocal;
     ts_tile_cache *cache;
+    /* The stage model's pass re-reads tiles: when all this rank's fit the
+     * cache, the first pass keeps them for it (kept[id]: tile id holds one
+     * use more, given back after the pass) instead of decoding them again. */
+    bool keep_tiles;
+    unsigned char *kept;
+    int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
     pthread_mutex_t mu;   /* error and progress */
@@ -538,6 +544,16 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
         uses[c->tile_base[c->edges[i].well] + c->edges[i].a]++;
         uses[c->tile_base[c->edges[i].well] + c->edges[i].b]++;
     }
+    if (c->keep_tiles) {
+        int64_t used = 0;
+        for (int64_t t = 0; t < c->ntiles; t++) used += uses[t] > 0;
+        /* All of them within the budget: nothing is evicted, so keeping
+         * them costs the first pass no read. */
+        const size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
+        if ((size_t)used <= opt->cache_bytes / tile_bytes && (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), 1)))
+            for (int64_t t = 0; t < c->ntiles; t++)
+                if (uses[t]) uses[t]++, c->kept[t] = 1;
+    }
     c->cache = ts_tile_cache_create(c->ntiles, uses, opt->cache_bytes, load_tile, c);
     free(uses);
     c->workers = calloc((size_t)nthreads * 2, sizeof *c->workers);
@@ -730,9 +746,11 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
  * solve. */
 static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     if (c->opt->no_stage_model) return TS_OK;
+    /* On every rank, in the canonical order (the file's, whatever the
+     * schedule): each registers a share, every rank gets every result. */
+    qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
     ts_stage_pair *p = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *p);
-    if (!p) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the stage model of %lld pairs", (long long)c->nedges);
-    for (int64_t i = 0; i < c->nedges; i++) {
+    for (int64_t i = 0; p && i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         const int64_t ia = c->tile_base[e->well] + e->a, ib = c->tile_base[e->well] + e->b;
         /* With a guess the model is of the measurements minus the guessed
@@ -744,10 +762,19 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
         }
         p[i] = (ts_stage_pair){e->well, e->dir, e->dir == TS_PAIR_RIGHT ? e->gy : e->gx, ia, ib, gy, gx, e->res, false, false};
     }
-    const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->opt->cache_bytes, load_tile, c};
+    const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
+                              c->opt->cache_bytes, load_tile, c, c->opt->dist, c->opt->progress,
+                              c->opt->progress_user};
     ts_stage_summary sum;
+    /* (with p NULL it fails after the ranks' collectives) */
     ts_status st = ts_stage_reregister(&ps, p, c->nedges, &sum, err);
     for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) c->edges[i].res = p[i].res;
+    if (c->kept) { /* the tiles kept for the pass: dropped now */
+        for (int64_t t = 0; t < c->ntiles; t++)
+            if (c->kept[t]) ts_tile_cache_add_uses(c->cache, t, -1);
+    } else {
+        c->stage_tile_reads = sum.tile_reads;
+    }
     result->reregistered_pairs = sum.replaced;
     result->rematched_pairs = sum.rematched;
     free(p);
@@ -761,7 +788,6 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     /* The file lists pairs in the canonical order, whatever the schedule
      * (which depends on the thread count and cache size). */
     qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
-    if ((st = stage_model_pass(c, result, err)) != TS_OK) return st;
 
     /* Pairs without a match (a blank or featureless tile) are not
      * measurements: left out of the solve and of the file, so such a tile,
@@ -807,7 +833,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
  * the cache peak the largest over the ranks. */
 static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
-    int64_t v[2] = {cs.loads, (int64_t)cs.peak_bytes};
+    int64_t v[2] = {cs.loads + c->stage_tile_reads, (int64_t)cs.peak_bytes};
     const ts_dist_op op[2] = {TS_DIST_SUM, TS_DIST_MAX};
     ts_status st = ts_dist_reduce(c->opt->dist, v, op, 2, err);
     /* The per-well check stays where it was made (rank 0's pointer means
@@ -848,9 +874,15 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     /* Every rank cuts its run from the same schedule: rank 0's band width
      * for all (ranks may have other --threads or --cache). */
     if (st == TS_OK) st = ts_dist_bcast(dist, &band_width, sizeof band_width, 0, err);
+    c.keep_tiles = !opt->no_stage_model;
     if (st == TS_OK) st = estimate_register(&c, band_width, err);
+    c.keep_tiles = false; /* not for the overlap probes */
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = gather_results(&c, err);
+    st = ts_dist_agree(dist, st, err);
+    /* Every rank or none (the pass's collectives) */
+    if (st == TS_OK) st = stage_model_pass(&c, result, err);
+    st = ts_dist_agree(dist, st, err);
     if (st == TS_OK && ts_dist_rank(dist) == 0) st = solve_and_write(&c, s, result, err);
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = share_result(&c, result, err);
@@ -862,6 +894,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_pool_destroy(pool);
     ts_tile_cache_destroy(c.cache);
     free(c.edges);
+    free(c.kept);
     free(c.tile_base);
     free(c.guess_origin);
     ts_shifts_free(c.guess);

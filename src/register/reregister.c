@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "register/estimate_internal.h"
 #include "register/window_ncc.h"
 
 /* Pixel operations one search may spend at full resolution (window shifts
@@ -62,19 +61,16 @@ static void block_means(const float *src, int w, int f, float *dst, int dh, int 
 }
 
 /* The window's samples: NCC of the (level) strips at every shift of the
- * grid, its best cell, the best other local maximum, whether the best is on
- * the edge, and the median and spread. */
+ * grid and its best cell. */
 typedef struct window_grid {
     int ny, nx, cy, cx; /* cells; the centre shift at this level */
     double *v;          /* ny * nx; -2 where the overlap is too thin */
     int bi, bj;         /* best cell, -1 if none */
 } window_grid;
 
-/* Every cell of the window at once (window_ncc.c), then its samples and
- * best cell. */
-static ts_status scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, int min_side, double *vals,
-                           int64_t *nv_out, ts_window_scratch **ws, ts_error *err) {
-    int64_t nv = 0;
+/* Every cell of the window at once (window_ncc.c), then its best cell. */
+static ts_status scan_grid(window_grid *gr, const float *a, const float *b, int h, int w, int min_side,
+                           ts_window_scratch **ws, ts_error *err) {
     gr->bi = gr->bj = -1;
     ts_status st = ts_window_ncc(a, b, h, w, gr->cy, gr->cx, gr->ny, gr->nx, min_side, gr->v, ws, err);
     if (st != TS_OK) return st;
@@ -82,10 +78,8 @@ static ts_status scan_grid(window_grid *gr, const float *a, const float *b, int 
         for (int j = 0; j < gr->nx; j++) {
             double v = gr->v[(size_t)i * (size_t)gr->nx + (size_t)j];
             if (v <= -2) continue;
-            vals[nv++] = v;
             if (gr->bi < 0 || v > gr->v[(size_t)gr->bi * (size_t)gr->nx + (size_t)gr->bj]) gr->bi = i, gr->bj = j;
         }
-    *nv_out = nv;
     return TS_OK;
 }
 
@@ -138,18 +132,17 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     window_grid gr = {2 * (ry / f) + 1, 2 * (rx / f) + 1, (int)lround(g->prior_dy / f), (int)lround(g->prior_dx / f),
                       NULL, -1, -1};
     const size_t cells = (size_t)gr.ny * (size_t)gr.nx, level = (size_t)lh * (size_t)lw;
-    /* The window's cells, its samples (and their median's scratch), the
-     * level's strips and strip b mirrored: one block the worker keeps
-     * (doubles first, so the floats after them stay aligned). */
-    const size_t need = 3 * cells * sizeof(double) + (f > 1 ? 3 : 1) * level * sizeof(float);
+    /* The window's cells, the level's strips and strip b mirrored: one
+     * block the worker keeps (doubles first, so the floats after them stay
+     * aligned). */
+    const size_t need = cells * sizeof(double) + (f > 1 ? 3 : 1) * level * sizeof(float);
     if (need > sc->cap) {
         void *nw = realloc(sc->work, need);
         if (!nw) return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d search window", gr.ny, gr.nx);
         sc->work = nw, sc->cap = need;
     }
     gr.v = sc->work;
-    double *vals = gr.v + cells;
-    float *flip = (float *)(vals + 2 * cells);
+    float *flip = (float *)(gr.v + cells);
     float *la = f > 1 ? flip + level : NULL, *lb = f > 1 ? flip + 2 * level : NULL;
     if (f > 1) {
         block_means(ha, sw, f, la, lh, lw);
@@ -159,8 +152,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     /* The thinnest overlap at this level: MIN_SIDE full-resolution px (at
      * f = 2 a 4-px side was 8 px, and true 8-px overlaps fell on the edge). */
     const int lside = (MIN_SIDE + f - 1) / f < 2 ? 2 : (MIN_SIDE + f - 1) / f;
-    int64_t nv = 0;
-    if ((st = scan_grid(&gr, ea, eb, lh, lw, lside, vals, &nv, &sc->win, err)) != TS_OK) return st;
+    if ((st = scan_grid(&gr, ea, eb, lh, lw, lside, &sc->win, err)) != TS_OK) return st;
     if (gr.bi < 0) return TS_OK; /* the window leaves no overlap */
 #define CELL(i, j) gr.v[(size_t)(i) * (size_t)gr.nx + (size_t)(j)]
     /* Local maxima (3x3) of the level: the best, the next best away from
@@ -195,7 +187,6 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
             if (CELL(gr.bi + di, gr.bj + dj) <= -2) border = true;
     out->border = border;
     out->search_best = topv[0];
-    ts_qc_median_spread(vals, nv, vals + nv, &out->median, &out->spread);
     /* The full-resolution maximum: the level's best cell (and, on block
      * means, the next two local maxima) searched +-f px at 1 px. */
     int by = 0, bx = 0;
@@ -236,13 +227,25 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
         int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
         out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx);
     }
+    out->searched = true;
+    out->ncc = best;
+    out->dy = by + g->off_dy;
+    out->dx = bx + g->off_dx;
+    /* The sub-pixel refinement only for a result ts_reregister_choose can
+     * take (at the registrar's min_ncc): accepted, and for a first result in
+     * these strips better than its NCC (else the choice keeps the first
+     * result whatever the refinement says; acceptance does not depend on
+     * it). On plates where the stage scatters by a good part of the
+     * overlap every pair is searched and most keep their first result. */
+    if (!ts_reregister_accept(out, ts_registrar_min_ncc(r)) ||
+        (have_first && out->ncc_first > -2 && !(best > out->ncc_first + REPLACE_MARGIN)))
+        return TS_OK;
     double dy = by, dx = bx;
     ts_registrar_refine(r, &dy, &dx);
     /* The refinement may move up to 2 px; beyond the integer maximum's
      * pixel it followed another structure. */
     if (!(fabs(dy - by) <= 1.0 && fabs(dx - bx) <= 1.0)) dy = by, dx = bx;
-    out->searched = true;
-    out->ncc = best;
+    out->refined = true;
     out->dy = dy + g->off_dy;
     out->dx = dx + g->off_dx;
     return TS_OK;

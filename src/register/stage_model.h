@@ -71,12 +71,15 @@ bool ts_stage_geometry(const ts_stage_model *m, ts_pair_dir dir, int h, int w, c
 
 typedef struct ts_rereg_result {
     bool searched;       /* the strips had signal and the window a valid shift */
-    double dy, dx;       /* best origin offset b - a in the window (sub-pixel) */
+    double dy, dx;       /* best origin offset b - a in the window (sub-pixel when
+                            refined, else the integer maximum) */
+    bool refined;        /* the sub-pixel refinement ran: only where
+                            ts_reregister_choose, at the registrar's min_ncc, can take
+                            the result (accepted, and better than ncc_first) */
     double ncc;          /* its NCC */
     double search_best;  /* the best NCC of the window's samples (on block means
                             when the window was searched on them; else = ncc) */
     double second;       /* best other local maximum of the samples (-1: none) */
-    double median, spread; /* the window's NCC: median and 1.4826 MAD */
     bool border;         /* the maximum is on the window's edge: a slope, not a peak */
     double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
     double null_max;     /* below min_ncc: the samples' best NCC with strip b mirrored
@@ -120,9 +123,20 @@ typedef struct ts_stage_pass {
     const ts_register_options *reg; /* the first pass's pre-filters and min_ncc */
     ts_pool *pool;
     int64_t ntiles;
-    size_t cache_bytes;            /* a cache of its own, this budget */
+    /* The first pass's cache, which kept its tiles for this pass (the pass
+     * adds its uses to it; the caller gives back what it kept), or NULL: a
+     * cache of its own, cache_bytes, tiles read with load. */
+    ts_tile_cache *cache;
+    size_t cache_bytes;
     ts_tile_load_fn load;
     void *load_user;
+    /* The ranks (NULL: one process): each registers a contiguous share of
+     * the pairs redone, and every rank gets every result. Every rank must
+     * call ts_stage_reregister with the same pairs. */
+    const ts_dist *dist;
+    /* Optional: ("reregister", this rank's pairs done, its pairs). */
+    ts_progress_fn progress;
+    void *progress_user;
 } ts_stage_pass;
 
 typedef struct ts_stage_summary {
@@ -130,13 +144,15 @@ typedef struct ts_stage_summary {
     int64_t redone;                /* pairs searched again */
     int64_t replaced;              /* ... whose result was replaced */
     int64_t rematched;             /* ... of those, unmatched in the first pass */
-    int64_t tile_reads;            /* tiles decoded again for it */
+    int64_t tile_reads;            /* tiles decoded again for it (this rank) */
 } ts_stage_summary;
 
 /* Fits the model to p[0, n), registers its weak, unmatched and outlying
- * pairs again (on the pool, each pair independent of the schedule: the
- * result does not depend on the thread count) and replaces p[i].res where
- * the window search wins (ts_reregister_choose). */
+ * pairs again (on the pool and the ranks, each pair independent of the
+ * schedule: the result does not depend on the thread or rank count) and
+ * replaces p[i].res where the window search wins (ts_reregister_choose), on
+ * every rank. p NULL: fails (out of memory) after taking part in the
+ * ranks' collectives. */
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
                               ts_error *err);
 

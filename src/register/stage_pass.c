@@ -1,32 +1,45 @@
 /* The re-registration pass: the stage model fitted to the first pass's
  * pairs, every pair it plans to redo searched inside its window (on the
- * pool, tiles through a cache of their own: the first pass's has dropped
- * them after their last use), and the result chosen per pair. Each pair's
- * outcome depends only on the model and its two tiles, so the output is
- * the same for any thread count. */
+ * pool; under MPI each rank a contiguous share of them, as the first pass;
+ * tiles through the first pass's cache when it kept them, else a cache of
+ * its own), and the result chosen per pair. Each pair's outcome depends
+ * only on the model and its two tiles, so the output is the same for any
+ * thread or rank count. */
 #include "register/stage_model.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "mpi/dist.h"
 
 typedef struct pass_ctx {
     const ts_stage_pass *ps;
     ts_stage_pair *p;
     const ts_stage_model *m;
-    const int64_t *jobs;           /* pair index per job */
+    const int64_t *jobs;           /* pair index per job (this rank's from lo) */
     const ts_strip_geometry *geo;  /* strips per job */
+    int64_t lo, nlocal;            /* this rank's jobs: [lo, lo + nlocal) */
     ts_tile_cache *cache;
     ts_registrar **workers;        /* [worker * 2 + dir] */
     ts_rereg_scratch *scratch;     /* [worker * 2 + dir]: the window search's buffers */
+    atomic_llong done;
+    pthread_mutex_t mu;            /* progress calls, one at a time (as the first pass's) */
 } pass_ctx;
+
+/* What a rank sends the others for each of its jobs. */
+typedef struct job_result {
+    ts_register_result res;
+    int replaced, rematched;
+} job_result;
 
 static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     pass_ctx *x = user;
-    const int64_t k = x->jobs[i];
+    const int64_t k = x->jobs[x->lo + i];
     ts_stage_pair *q = &x->p[k];
-    const ts_strip_geometry *g = &x->geo[i];
+    const ts_strip_geometry *g = &x->geo[x->lo + i];
     ts_registrar **slot = &x->workers[worker * 2 + q->dir];
     ts_status st;
     ts_register_options o = *x->ps->reg;
@@ -46,7 +59,82 @@ static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     const bool was = q->res.matched;
     q->replaced = ts_reregister_choose(&rr, x->ps->reg->min_ncc, &q->res);
     q->rematched = q->replaced && !was;
+    const int64_t done = atomic_fetch_add(&x->done, 1) + 1;
+    if (x->ps->progress) {
+        pthread_mutex_lock(&x->mu);
+        x->ps->progress(x->ps->progress_user, "reregister", done, x->nlocal);
+        pthread_mutex_unlock(&x->mu);
+    }
     return TS_OK;
+}
+
+/* This rank's jobs [lo, lo + nlocal) on the pool. */
+static ts_status run_share(const ts_stage_pass *ps, ts_stage_pair *p, const ts_stage_model *m, const int64_t *jobs,
+                           const ts_strip_geometry *geo, int64_t lo, int64_t nlocal, ts_stage_summary *sum,
+                           ts_error *err) {
+    const int nworkers = ts_pool_size(ps->pool);
+    int *uses = calloc((size_t)(ps->ntiles ? ps->ntiles : 1), sizeof *uses);
+    ts_registrar **workers = calloc((size_t)nworkers * 2, sizeof *workers);
+    ts_rereg_scratch *scratch = calloc((size_t)nworkers * 2, sizeof *scratch);
+    ts_tile_cache *own = NULL, *cache = ps->cache;
+    ts_status st = TS_OK;
+    if (!uses || !workers || !scratch) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration of %lld pairs", (long long)nlocal);
+        goto done;
+    }
+    for (int64_t j = lo; j < lo + nlocal; j++) {
+        uses[p[jobs[j]].ta]++;
+        uses[p[jobs[j]].tb]++;
+    }
+    const int64_t loads0 = cache ? ts_tile_cache_get_stats(cache).loads : 0;
+    if (cache) { /* the first pass's: its kept tiles are not decoded again */
+        for (int64_t t = 0; t < ps->ntiles; t++)
+            if (uses[t]) ts_tile_cache_add_uses(cache, t, uses[t]);
+    } else if (!(cache = own = ts_tile_cache_create(ps->ntiles, uses, ps->cache_bytes, ps->load, ps->load_user))) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration's tile cache");
+        goto done;
+    }
+    pass_ctx x = {ps, p, m, jobs, geo, lo, nlocal, cache, workers, scratch, 0, PTHREAD_MUTEX_INITIALIZER};
+    st = ts_pool_run(ps->pool, nlocal, redo_one, &x, err);
+    pthread_mutex_destroy(&x.mu);
+    sum->tile_reads = ts_tile_cache_get_stats(cache).loads - loads0;
+done:
+    for (int i = 0; workers && i < 2 * nworkers; i++) ts_registrar_free(workers[i]);
+    for (int i = 0; scratch && i < 2 * nworkers; i++) ts_rereg_scratch_free(&scratch[i]);
+    free(scratch), free(workers), free(uses);
+    ts_tile_cache_destroy(own);
+    return st;
+}
+
+/* Every rank's results of its share into every rank's pairs (a copy in one
+ * process). Reached by every rank whatever st says (mpi/dist.h). */
+static ts_status share_results(const ts_stage_pass *ps, ts_stage_pair *p, const int64_t *jobs, int64_t njobs,
+                               int64_t lo, int64_t nlocal, ts_status st, ts_error *err) {
+    job_result *mine = calloc((size_t)(nlocal ? nlocal : 1), sizeof *mine);
+    if (st == TS_OK && !mine) st = ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld re-registered pairs", (long long)nlocal);
+    st = ts_dist_agree(ps->dist, st, err);
+    if (st != TS_OK) {
+        free(mine);
+        return st;
+    }
+    for (int64_t j = 0; j < nlocal; j++) {
+        const ts_stage_pair *q = &p[jobs[lo + j]];
+        mine[j].res = q->res;
+        mine[j].replaced = q->replaced;
+        mine[j].rematched = q->rematched;
+    }
+    job_result *all = NULL;
+    st = ts_dist_allgatherv(ps->dist, mine, (size_t)nlocal * sizeof *mine, (void **)&all, NULL, err);
+    free(mine);
+    /* The shares are contiguous and in rank order: all[j] is job j. */
+    for (int64_t j = 0; st == TS_OK && j < njobs; j++) {
+        ts_stage_pair *q = &p[jobs[j]];
+        q->res = all[j].res;
+        q->replaced = all[j].replaced;
+        q->rematched = all[j].rematched;
+    }
+    free(all);
+    return st;
 }
 
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
@@ -56,50 +144,38 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
     ts_stage_plan *plan = malloc(nn * sizeof *plan);
     int64_t *jobs = malloc(nn * sizeof *jobs);
     ts_strip_geometry *geo = malloc(nn * sizeof *geo);
-    int *uses = calloc((size_t)(ps->ntiles ? ps->ntiles : 1), sizeof *uses);
-    const int nworkers = ts_pool_size(ps->pool);
-    ts_registrar **workers = calloc((size_t)nworkers * 2, sizeof *workers);
-    ts_rereg_scratch *scratch = calloc((size_t)nworkers * 2, sizeof *scratch);
-    ts_tile_cache *cache = NULL;
     ts_status st = TS_OK;
-    if (!plan || !jobs || !geo || !uses || !workers || !scratch) {
+    int64_t njobs = 0, lo = 0, hi = 0;
+    /* Every rank fits the same model to the same pairs and plans the same
+     * jobs; a failure on one rank is carried to the collectives below. */
+    if (!p || !plan || !jobs || !geo)
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration of %lld pairs", (long long)n);
-        goto done;
+    if (st == TS_OK) {
+        for (int64_t i = 0; i < n; i++) p[i].replaced = p[i].rematched = false;
+        st = ts_stage_model_fit(p, n, ps->h, ps->w, &sum->model, plan, err);
     }
-    for (int64_t i = 0; i < n; i++) p[i].replaced = p[i].rematched = false;
-    if ((st = ts_stage_model_fit(p, n, ps->h, ps->w, &sum->model, plan, err)) != TS_OK) goto done;
-    ts_strip_geometry base[2];
-    bool have[2];
-    for (int d = 0; d < 2; d++) have[d] = ts_stage_geometry(&sum->model, (ts_pair_dir)d, ps->h, ps->w, ps->reg, &base[d]);
-    int64_t njobs = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!plan[i].redo || !have[p[i].dir]) continue;
-        /* The strips over the overlap the model predicts for the pair's
-         * row (column); none when it predicts no overlap to search. */
-        if (!ts_strip_geometry_at(&base[p[i].dir], ps->h, ps->w, plan[i].ey, plan[i].ex, &geo[njobs])) continue;
-        jobs[njobs++] = i;
-        uses[p[i].ta]++;
-        uses[p[i].tb]++;
+    if (st == TS_OK) {
+        ts_strip_geometry base[2];
+        bool have[2];
+        for (int d = 0; d < 2; d++)
+            have[d] = ts_stage_geometry(&sum->model, (ts_pair_dir)d, ps->h, ps->w, ps->reg, &base[d]);
+        for (int64_t i = 0; i < n; i++) {
+            if (!plan[i].redo || !have[p[i].dir]) continue;
+            /* The strips over the overlap the model predicts for the pair's
+             * row (column); none when it predicts no overlap to search. */
+            if (!ts_strip_geometry_at(&base[p[i].dir], ps->h, ps->w, plan[i].ey, plan[i].ex, &geo[njobs])) continue;
+            jobs[njobs++] = i;
+        }
+        sum->redone = njobs;
+        ts_dist_share(njobs, ts_dist_rank(ps->dist), ts_dist_size(ps->dist), &lo, &hi);
+        if (hi > lo) st = run_share(ps, p, &sum->model, jobs, geo, lo, hi - lo, sum, err);
     }
-    sum->redone = njobs;
-    if (njobs == 0) goto done;
-    if (!(cache = ts_tile_cache_create(ps->ntiles, uses, ps->cache_bytes, ps->load, ps->load_user))) {
-        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration's tile cache");
-        goto done;
-    }
-    pass_ctx x = {ps, p, &sum->model, jobs, geo, cache, workers, scratch};
-    if ((st = ts_pool_run(ps->pool, njobs, redo_one, &x, err)) != TS_OK) goto done;
-    for (int64_t j = 0; j < njobs; j++) {
+    st = share_results(ps, p, jobs, njobs, lo, hi - lo, st, err);
+    for (int64_t j = 0; st == TS_OK && j < njobs; j++) {
         const ts_stage_pair *q = &p[jobs[j]];
         sum->replaced += q->replaced;
         sum->rematched += q->rematched;
     }
-    sum->tile_reads = ts_tile_cache_get_stats(cache).loads;
-done:
-    for (int i = 0; workers && i < 2 * nworkers; i++) ts_registrar_free(workers[i]);
-    for (int i = 0; scratch && i < 2 * nworkers; i++) ts_rereg_scratch_free(&scratch[i]);
-    free(scratch);
-    ts_tile_cache_destroy(cache);
-    free(workers), free(uses), free(geo), free(jobs), free(plan);
+    free(geo), free(jobs), free(plan);
     return st;
 }

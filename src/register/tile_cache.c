@@ -140,6 +140,14 @@ void ts_tile_cache_release(ts_tile_cache *c, int64_t id) {
     pthread_mutex_unlock(&c->mu);
 }
 
+void ts_tile_cache_add_uses(ts_tile_cache *c, int64_t id, int delta) {
+    pthread_mutex_lock(&c->mu);
+    entry *e = &c->e[id];
+    e->uses_left += delta;
+    if (e->state == TILE_READY && e->refs == 0 && e->uses_left <= 0) drop(c, id);
+    pthread_mutex_unlock(&c->mu);
+}
+
 ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c) {
     pthread_mutex_lock(&c->mu);
     ts_tile_cache_stats s = c->stats;

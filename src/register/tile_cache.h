@@ -29,6 +29,10 @@ ts_tile_cache *ts_tile_cache_create(int64_t ntiles, const int *uses, size_t budg
 /* Returns the tile, loading it if needed; pair with one ts_tile_cache_release. */
 ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const float **data, ts_error *err);
 void ts_tile_cache_release(ts_tile_cache *c, int64_t id);
+/* Changes how many more times tile id will be requested by delta (a later
+ * pass announcing its uses, or giving back ones it kept and will not make):
+ * an idle tile left with no use to come is dropped. */
+void ts_tile_cache_add_uses(ts_tile_cache *c, int64_t id, int delta);
 ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c);
 void ts_tile_cache_destroy(ts_tile_cache *c);
 

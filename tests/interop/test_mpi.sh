@@ -161,6 +161,22 @@ timeout 60 "${MPIRUN[@]}" -n 1 "$BIN" estimate "$TMP/wide" -o "$TMP/wide2.yaml" 
     fail "estimate under MPMD mpirun (threads 1 and 4) exited non-zero"
 same_file "$TMP/wide1.yaml" "$TMP/wide2.yaml" "estimate: ranks with 1 and 4 threads give one process's shifts file"
 
+# The stage model's pass under MPI: the pairs it redoes (every pair here:
+# jitter 6 is a good part of the 24-px overlap) are shared over the ranks,
+# whose results every rank gets; the file must be one process's, with
+# pairs replaced (else the pass changed nothing to compare).
+"$BIN" simulate -o "$TMP/stage" --grid 7x7 --tile 128x128 --overlap 24 --jitter 6 --blank 0.1 --seed 6 \
+    --format 0.4 >/dev/null || fail "simulate stage"
+"$BIN" estimate "$TMP/stage" -o "$TMP/stage1.yaml" --overlap 24 --threads 1 --json >"$TMP/stage1.json" ||
+    fail "estimate stage (1 process)"
+grep -q '"reregistered_pairs":[1-9]' "$TMP/stage1.json" && pass "estimate stage: pairs replaced by the stage pass" ||
+    fail "estimate stage: no pair replaced by the stage pass ($(cat "$TMP/stage1.json"))"
+for n in 2 3; do
+    mpi "$n" estimate "$TMP/stage" -o "$TMP/stage$n.yaml" --overlap 24 --threads 1 ||
+        fail "estimate stage under mpirun -n $n exited non-zero"
+    same_file "$TMP/stage1.yaml" "$TMP/stage$n.yaml" "estimate, stage pass on the ranks: -n $n shifts file = one process's"
+done
+
 check_failure "estimate, corrupt tile" "003002" "$TMP/bad_est" -- estimate "$TMP/bad" --overlap 16
 check_failure "fuse, corrupt tile" "003002" "$TMP/bad_fuse" -- fuse "$TMP/bad" "$d/s1.yaml" "${FUSE_ARGS[@]}"
 # Replacing an existing store's images under MPI: every rank writes into the

@@ -190,6 +190,9 @@ static void test_confined_search(void **state) {
     add_noise(blank, 5u, 2.0);
     ts_rereg_result bx = search(a, blank, false, 0, 0);
     assert_false(ts_reregister_accept(&bx, 0.25));
+    /* Refined only where the choice may take the result. */
+    assert_true(x.refined && fx.refined);
+    assert_false(bx.refined);
     ts_rereg_result fbx = search(fa, blank, false, 0, 0);
     assert_false(ts_reregister_accept(&fbx, 0.25));
 
@@ -210,6 +213,7 @@ static void test_confined_search(void **state) {
     ts_register_result off = {2, W - 14, 0.2, 0.6, -1, 0, false, true};
     ts_rereg_result x2 = search(a, b, true, off.dy, off.dx);
     res = off;
+    assert_true(x2.refined);
     assert_true(ts_reregister_choose(&x2, 0.25, &res));
     assert_true(fabs(res.dx - (W - 8)) < 0.1);
     assert_true(res.confidence <= off.confidence); /* no more than the first pass said */
@@ -251,8 +255,9 @@ static void test_kept_scratch(void **state) {
         const ts_rereg_result *p = &reused[k], *q = &fresh[k];
         assert_int_equal(p->searched, q->searched);
         assert_int_equal(p->border, q->border);
-        const double pv[] = {p->dy, p->dx, p->ncc, p->search_best, p->second, p->median, p->spread, p->ncc_first, p->null_max};
-        const double qv[] = {q->dy, q->dx, q->ncc, q->search_best, q->second, q->median, q->spread, q->ncc_first, q->null_max};
+        assert_int_equal(p->refined, q->refined);
+        const double pv[] = {p->dy, p->dx, p->ncc, p->search_best, p->second, p->ncc_first, p->null_max};
+        const double qv[] = {q->dy, q->dx, q->ncc, q->search_best, q->second, q->ncc_first, q->null_max};
         assert_memory_equal(pv, qv, sizeof pv);
     }
     ts_rereg_scratch_free(&sc);

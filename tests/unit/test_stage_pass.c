@@ -1,0 +1,167 @@
+/* The stage model's pass inside estimate, on a simulated 7x7 plate of
+ * 128-px tiles, overlap 24, jitter 6 (a good part of the overlap: every
+ * pair is redone, and some are replaced), 10% blank:
+ * - it reports progress through the caller's callback, as the first pass
+ *   does: "reregister" events counting up to its total, after the
+ *   "register" ones (it reported none);
+ * - the shifts file is the same bytes on 1 and 2 threads, and with a
+ *   cache too small to keep the plate's tiles for the pass (it then reads
+ *   them again through a cache of its own);
+ * - with the default cache the first pass keeps its tiles for the pass:
+ *   no tile is decoded twice (tile_reads counts both passes);
+ * - ts_tile_cache_add_uses: a use added keeps an idle tile, one given
+ *   back drops it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fs.h"
+#include "register/tile_cache.h"
+#include "scratch_dir.h"
+#include "tessera/tessera.h"
+
+static char plate[600];
+
+static int setup(void **state) {
+    (void)state;
+    if (scratch_setup("test_stage_pass")) return -1;
+    snprintf(plate, sizeof plate, "%s/plate.zarr", scratch_dir);
+    ts_simulate_options so;
+    ts_simulate_options_init(&so);
+    so.output = plate;
+    so.grid_cols = so.grid_rows = 7;
+    so.tile_h = so.tile_w = 128;
+    so.overlap = 24;
+    so.jitter = 6;
+    so.blank_fraction = 0.1;
+    so.seed = 6;
+    so.threads = 2;
+    ts_error err;
+    return ts_simulate(&so, &err) == TS_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    scratch_teardown();
+    return 0;
+}
+
+typedef struct events {
+    int64_t reg, rereg;           /* events seen */
+    int64_t rereg_last, rereg_total;
+    bool rereg_before_reg, monotonic;
+} events;
+
+static void on_progress(void *user, const char *stage, int64_t done, int64_t total) {
+    events *e = user;
+    if (!strcmp(stage, "register")) {
+        e->reg++;
+        if (e->rereg) e->rereg_before_reg = true;
+    } else if (!strcmp(stage, "reregister")) {
+        if (done <= e->rereg_last || (e->rereg && total != e->rereg_total)) e->monotonic = false;
+        e->rereg++;
+        e->rereg_last = done;
+        e->rereg_total = total;
+    }
+}
+
+/* Estimates into out; returns the file's bytes (malloc'd), *n their count. */
+static void *estimate(const char *name, int threads, size_t cache, events *ev, ts_estimate_result *r, size_t *n) {
+    char out[700];
+    snprintf(out, sizeof out, "%s/%s", scratch_dir, name);
+    ts_estimate_options eo;
+    ts_estimate_options_init(&eo);
+    eo.input = plate;
+    eo.output = out;
+    eo.overlap_x = eo.overlap_y = 24;
+    eo.threads = threads;
+    eo.accept_poor = true;
+    if (cache) eo.cache_bytes = cache;
+    eo.progress = ev ? on_progress : NULL;
+    eo.progress_user = ev;
+    ts_error err;
+    assert_int_equal(ts_estimate_run(&eo, r, &err), TS_OK);
+    void *bytes = NULL;
+    assert_int_equal(ts_read_file(out, &bytes, n, &err), TS_OK);
+    return bytes;
+}
+
+static void test_pass(void **state) {
+    (void)state;
+    events ev = {0, 0, 0, 0, false, true};
+    ts_estimate_result r1, r2, r3;
+    size_t n1, n2, n3;
+    void *one = estimate("s1.yaml", 1, 0, &ev, &r1, &n1);
+    assert_true(r1.reregistered_pairs > 0); /* the pass changed something */
+    assert_true(ev.reg > 0);
+    assert_true(ev.rereg > 0);
+    assert_true(ev.monotonic);
+    assert_false(ev.rereg_before_reg);
+    assert_int_equal(ev.rereg_last, ev.rereg_total); /* counted to its end */
+    assert_int_equal(ev.rereg, ev.rereg_total);
+    assert_int_equal(r1.tile_reads, r1.tiles); /* kept: none decoded again */
+
+    void *two = estimate("s2.yaml", 2, 0, NULL, &r2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(one, two, n1);
+    /* 8 tiles of 64 KB: the plate's 49 do not fit, the pass reads again. */
+    void *small = estimate("s3.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r3, &n3);
+    assert_int_equal(n1, n3);
+    assert_memory_equal(one, small, n1);
+    assert_true(r3.tile_reads > r3.tiles);
+    free(one), free(two), free(small);
+    ts_estimate_result_free(&r1), ts_estimate_result_free(&r2), ts_estimate_result_free(&r3);
+}
+
+static int loads;
+static ts_status count_load(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
+    (void)user, (void)id, (void)err;
+    loads++;
+    *data = calloc(16, sizeof(float));
+    *bytes = 16 * sizeof(float);
+    return TS_OK;
+}
+
+static void test_add_uses(void **state) {
+    (void)state;
+    const int uses[2] = {1, 1};
+    ts_tile_cache *c = ts_tile_cache_create(2, uses, 1 << 20, count_load, NULL);
+    assert_non_null(c);
+    const float *d;
+    loads = 0;
+    /* Tile 0: a use added before its last release keeps it. */
+    assert_int_equal(ts_tile_cache_get(c, 0, &d, NULL), TS_OK);
+    ts_tile_cache_add_uses(c, 0, 1);
+    ts_tile_cache_release(c, 0);
+    assert_int_equal(ts_tile_cache_get(c, 0, &d, NULL), TS_OK);
+    assert_int_equal(loads, 1);
+    /* ... and one more given back while idle drops it. */
+    ts_tile_cache_add_uses(c, 0, 1);
+    ts_tile_cache_release(c, 0);
+    ts_tile_cache_add_uses(c, 0, -1);
+    assert_int_equal(ts_tile_cache_get(c, 0, &d, NULL), TS_OK);
+    assert_int_equal(loads, 2);
+    ts_tile_cache_release(c, 0);
+    /* Tile 1 without: dropped at its last use, read again. */
+    assert_int_equal(ts_tile_cache_get(c, 1, &d, NULL), TS_OK);
+    ts_tile_cache_release(c, 1);
+    ts_tile_cache_add_uses(c, 1, 1);
+    assert_int_equal(ts_tile_cache_get(c, 1, &d, NULL), TS_OK);
+    ts_tile_cache_release(c, 1);
+    assert_int_equal(loads, 4);
+    ts_tile_cache_destroy(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pass),
+        cmocka_unit_test(test_add_uses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
