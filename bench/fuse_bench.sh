@@ -5,7 +5,8 @@
 #   - the I/O floor: decode every input chunk once + encode and write every
 #     output block, no blending (bench/fuse_iofloor.c, same zarr layer/threads),
 # then tessera's peak RSS on canvases of 1x, 4x and 16x the area at a fixed
-# block size and memory bound (it must not grow with the canvas).
+# block size and memory bound (it must not grow with the canvas), and at the
+# default --memory and layout (+N% against 1x beside the +20% target).
 #   bash bench/fuse_bench.sh [BUILD_DIR] [THREADS]   (default build, 2)
 BUILD=${1:-build}
 THREADS=${2:-2}
@@ -54,6 +55,8 @@ throughput 8x6 512x512 51
 throughput 5x4 2048x2048 205
 
 echo "== peak RSS vs canvas area (tiles 256x256, overlap 26, --chunk 128 --shard 4 --memory 16M, threads $THREADS)"
+dflt=()
+rss1=""
 for g in "16x16 1x" "32x32 4x" "64x64 16x"; do
   set -- $g
   rm -rf "$WORK/p.zarr" "$WORK/o.zarr"
@@ -64,4 +67,15 @@ for g in "16x16 1x" "32x32 4x" "64x64 16x"; do
   r=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss")
   c=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['canvas'], '%.1f MP/s, strips held at most %.1f MB' % (d['megapixels_per_second'], d['peak_strip_bytes']/2**20))")
   echo "area $2 (grid $1, canvas ${c}): tessera peak_rss_mb=$r"
+  # the same plate at the default --memory (2G) and layout (issue 12)
+  rm -rf "$WORK/o.zarr"
+  /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/o.zarr" --threads "$THREADS" \
+    --json > "$WORK/fuse.json"
+  dflt+=("$2 $1 $(awk '{printf "%.1f", $1/1024}' "$WORK/rss") $("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print('%.1f %.1f' % (d['megapixels_per_second'], d['peak_strip_bytes']/2**20))")")
+done
+echo "== peak RSS vs canvas area at the default --memory and layout (same plates; target: within +20% from 1x to 16x)"
+for row in "${dflt[@]}"; do
+  set -- $row
+  [ -z "$rss1" ] && rss1=$3
+  "$PY" -c "print('area %s (grid %s): peak_rss_mb=%s (%+.1f%% against 1x; target +20%%), %s MP/s, strips held at most %s MB' % ('$1', '$2', '$3', ($3 / $rss1 - 1) * 100, '$4', '$5'))"
 done
