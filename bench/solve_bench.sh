@@ -27,7 +27,11 @@ echo "tessera l1 linear, --loop-check off: $("$BUILD/bench/solve_bench" solve "$
 "$BUILD/bench/solve_bench" gen "$SIDE" "$WRONG" "$WORK/confident" confident >/dev/null
 for run in "l1 linear" "l1 linear off" "l2 linear" "l2 linear off"; do
     # shellcheck disable=SC2086 # the words are the driver's arguments
-    echo "confident wrong pairs, $run: $("$BUILD/bench/solve_bench" solve "$WORK/confident" $run)"
+    R=$("$BUILD/bench/solve_bench" solve "$WORK/confident" $run)
+    echo "confident wrong pairs, $run: $R"
+    # Issue 10's target: no seam off by > 2 px with the loop check (its
+    # stage model settles the tiles with more wrong pairs than right).
+    case "$run" in *off) ;; *) echo "confident wrong pairs, $run: seams > 2 px $(sed 's/.*seams_over_2px=\([0-9]*\).*/\1/' <<<"$R") (target 0)" ;; esac
 done
 /usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --solver l2 --json >/dev/null
 read -r E2 M2 <"$WORK/time"
