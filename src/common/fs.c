@@ -95,24 +95,31 @@ ts_status ts_make_temp_dir(const char *path, char *tmp, size_t n, ts_error *err)
 }
 
 ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err) {
+    ts_file_part part = {data, size};
+    return ts_write_file_atomic_parts(path, &part, 1, err);
+}
+
+ts_status ts_write_file_atomic_parts(const char *path, const ts_file_part *parts, size_t nparts, ts_error *err) {
     ts_status st = parent_dirs(path, err);
     if (st) return st;
     char tmp[4200];
     int fd = open_temp(path, tmp, sizeof tmp);
     if (fd < 0) return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    const char *p = data;
-    size_t left = size;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+    for (size_t i = 0; i < nparts; i++) {
+        const char *p = parts[i].data;
+        size_t left = parts[i].size;
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                int e = errno;
+                close(fd);
+                unlink(tmp);
+                return ts_fail(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+            }
+            p += w;
+            left -= (size_t)w;
         }
-        p += w;
-        left -= (size_t)w;
     }
     if (close(fd) != 0) {
         int e = errno;

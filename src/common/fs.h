@@ -17,6 +17,14 @@ ts_status ts_mkdirs(const char *path, ts_error *err);
  * directories. */
 ts_status ts_write_file_atomic(const char *path, const void *data, size_t size, ts_error *err);
 
+/* ts_write_file_atomic of the concatenation of parts (a document formatted
+ * in pieces is written without joining them first). */
+typedef struct ts_file_part {
+    const void *data;
+    size_t size;
+} ts_file_part;
+ts_status ts_write_file_atomic_parts(const char *path, const ts_file_part *parts, size_t nparts, ts_error *err);
+
 /* Creates an empty directory beside path named like ts_write_file_atomic's
  * temporaries ("<path>.tmp.<pid>.<salt>.<n>", mkdir'ed, so never shared
  * with another writer) and puts its name into tmp (n bytes): a place to

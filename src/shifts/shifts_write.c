@@ -464,8 +464,6 @@ ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err) {
     bool ok = keys != NULL;
     for (int wi = 0; ok && wi < s->nwells; wi++) ok = prepare_keys(s, &s->wells[wi], &keys[wi]);
     write_ctx c = {.s = s, .keys = keys};
-    char *doc = NULL;
-    size_t len = 0;
     if (ok) {
         add_text(&l, "# tessera shifts: integer tile origins [y, x] (min over a well = 0) and the\n"
                      "# pairwise measurements they were solved from.\n");
@@ -488,31 +486,29 @@ ts_status ts_shifts_write(const char *path, const ts_shifts *s, ts_error *err) {
         else
             for (int i = 0; i < l.n; i++) format_piece(&j, i, 0);
         ts_pool_destroy(pool);
-        for (int i = 0; i < l.n; i++) {
-            ok &= !l.v[i].out.failed;
-            len += l.v[i].text ? strlen(l.v[i].text) : l.v[i].out.len;
-        }
+        for (int i = 0; i < l.n; i++) ok &= !l.v[i].out.failed;
     }
-    if (ok && (doc = malloc(len + 1)) != NULL) {
-        char *p = doc;
-        for (int i = 0; i < l.n; i++) {
-            const piece *q = &l.v[i];
-            size_t n = q->text ? strlen(q->text) : q->out.len;
-            if (n) memcpy(p, q->text ? q->text : q->out.data, n);
-            p += n;
-        }
+    /* The pieces are written in order as they are (joining the 72 MB of a
+     * 167k-tile plate into one buffer first cost 45 ms of copying). */
+    ts_file_part *parts = ok ? malloc((l.n > 0 ? (size_t)l.n : 1) * sizeof *parts) : NULL;
+    for (int i = 0; parts && i < l.n; i++) {
+        const piece *q = &l.v[i];
+        parts[i] = q->text ? (ts_file_part){q->text, strlen(q->text)} : (ts_file_part){q->out.data, q->out.len};
     }
+    if (parts) {
+        /* A killed earlier run's temporary of this file goes (nothing else in
+         * the user's directory is touched). Best effort: a directory that can be
+         * written but not listed is the write's business, not the sweep's. */
+        ts_error sweep_err;
+        (void)ts_sweep_temp_files_of(path, NULL, &sweep_err);
+        st = ts_write_file_atomic_parts(path, parts, (size_t)l.n, err);
+    } else {
+        st = ts_fail(err, TS_ERR_NOMEM, "writing '%s': out of memory", path);
+    }
+    free(parts);
     for (int i = 0; i < l.n; i++) free(l.v[i].out.data);
     free(l.v);
     for (int wi = 0; keys && wi < s->nwells; wi++) free_keys(&keys[wi]);
     free(keys);
-    if (!doc) return ts_fail(err, TS_ERR_NOMEM, "writing '%s': out of memory", path);
-    /* A killed earlier run's temporary of this file goes (nothing else in
-     * the user's directory is touched). Best effort: a directory that can be
-     * written but not listed is the write's business, not the sweep's. */
-    ts_error sweep_err;
-    (void)ts_sweep_temp_files_of(path, NULL, &sweep_err);
-    st = ts_write_file_atomic(path, doc, len, err);
-    free(doc);
     return st;
 }
