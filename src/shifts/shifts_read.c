@@ -683,6 +683,12 @@ static ts_status restore_order(reader *r, int wi, const pending *pd) {
     /* An empty `tiles` list (the writer's for a well without tiles): the
      * well's arrays are NULL and there is nothing to reorder. */
     if (n == 0) return TS_OK;
+    /* Already in that order (the writer puts `tiles` first, so the reader
+     * numbered the tiles in its order): nothing moves. Saves rebuilding
+     * the name index, 15 ms of a 167k-tile read that is otherwise parallel. */
+    bool identity = true;
+    for (int i = 0; identity && i < pd->norder; i++) identity = pd->order[i] == i;
+    if (identity) return TS_OK;
     int *newpos = malloc((size_t)n * sizeof *newpos);
     int *order = malloc((size_t)n * sizeof *order);
     char (*tiles)[32] = malloc((size_t)n * sizeof *tiles);
