@@ -77,6 +77,10 @@ static bool plain_safe(const char *s) {
               c == '_' || c == '-' || c == '.'))
             return false;
     }
+    /* The words are at most 5 letters: a tile key (A/1/000000) is longer,
+     * and comparing each of a plate's 167k keys with all 25 was most of
+     * preparing them (serial, before the formatting threads start). */
+    if (strlen(s) > 5) return true;
     for (size_t i = 0; i < sizeof WORDS / sizeof WORDS[0]; i++)
         if (strcmp(s, WORDS[i]) == 0) return false;
     return true;
@@ -112,8 +116,12 @@ static bool prepare_keys(const ts_shifts *s, const ts_well_shifts *w, well_keys 
     k->gy = malloc((n ? n : 1) * sizeof *k->gy);
     if (!k->off || !k->gx || !k->gy) return false;
     for (size_t t = 0; t < n; t++) {
-        char key[80];
-        snprintf(key, sizeof key, "%s/%s", w->well, w->tiles[t]);
+        char key[80]; /* well/tile: both NUL-terminated within 32 bytes */
+        size_t wl = strnlen(w->well, sizeof w->well), tl = strnlen(w->tiles[t], sizeof w->tiles[t]);
+        memcpy(key, w->well, wl);
+        key[wl] = '/';
+        memcpy(key + wl + 1, w->tiles[t], tl);
+        key[wl + 1 + tl] = '\0';
         k->off[t] = b.len;
         put_name(&b, key);
         if (!ts_position_grid(w->tiles[t], s->names_yx, &k->gx[t], &k->gy[t])) k->gx[t] = k->gy[t] = -1;
