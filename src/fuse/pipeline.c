@@ -385,12 +385,13 @@ ts_status fuse_pipeline_run_blocks(const fuse_plan *plan, int64_t ntz, int64_t g
     if (st == TS_OK) {
         if (progress) progress(progress_user, stage, 0, S.total);
         int n = ts_pool_size(pool);
-        /* The blocks the threads blend plus one being read. Each block
-         * further holds its strips until it is done (~10 MB for 2048 px
-         * blocks of 256 px tiles): at threads + 2 the strips held were 32,
-         * 47 and 51 MB for 1x, 4x and 16x the canvas area at the default
-         * --memory, at threads 26, 30 and 31 MB, no slower (docs/fuse.md). */
-        S.lookahead = (int64_t)n;
+        /* A window of one block per thread (blending it or reading its
+         * strips). Each block further holds its strips until it is done
+         * (~10 MB for 2048 px blocks of 256 px tiles): with threads + 2
+         * the strips held were 32, 47 and 51 MB for 1x, 4x and 16x the
+         * canvas area at the default --memory, with threads - 1 18, 20
+         * and 21 MB, no slower at 1 and 2 threads (docs/fuse.md). */
+        S.lookahead = (int64_t)n - 1;
         ts_pool_for(pool, n, worker_main, &S);
         if (S.failed) st = S.error.code != TS_OK ? S.error.code : TS_ERR_INTERNAL;
     }
