@@ -415,7 +415,8 @@ static ts_status run_bands(fuse_well *W, const fuse_sizing *sz, size_t usable, t
      * about equal work, not whole bands: 5 bands left 2 ranks 43% and 57%
      * of the work (docs/fuse.md). */
     int64_t g0 = 0, g1 = 0;
-    ts_status sst = fuse_rank_blocks(W->plan, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &g0, &g1, err);
+    ts_status sst =
+        fuse_rank_blocks(W->plan, W->tiles, ts_dist_rank(W->opt->dist), ts_dist_size(W->opt->dist), &g0, &g1, err);
     if (sst) return sst;
     W->block_begin = g0, W->block_end = g1;
     if (W->opt->resume) {

@@ -185,7 +185,7 @@ static int cmp_tile_slot(const void *a, const void *b) {
     return (x->tile > y->tile) - (x->tile < y->tile);
 }
 
-void fuse_block_costs(const fuse_plan *p, int64_t *cost) {
+void fuse_block_costs(const fuse_plan *p, const fuse_tile *tiles, int64_t *cost) {
     const fuse_layout *L = &p->L;
     for (int b = 0; b < p->nbands; b++) {
         const fuse_band *band = &p->bands[b];
@@ -199,16 +199,22 @@ void fuse_block_costs(const fuse_plan *p, int64_t *cost) {
             if (c > 0) c += (band->y1 - band->y0) * (x1 - x0);
             cost[(int64_t)b * L->nbx + bx] = c;
         }
+        /* A tile is decoded where it is first read: its first band, first
+         * block. Without it the rank holding the first band, where two rows
+         * of tiles begin, finished ~10% after the other. */
+        for (int s = 0; s < band->nslots; s++)
+            if (band->slots[s].r0 == 0) cost[(int64_t)b * L->nbx + band->slots[s].bx0] += tiles[band->slots[s].tile].h * tiles[band->slots[s].tile].w;
     }
 }
 
-ts_status fuse_rank_blocks(const fuse_plan *p, int rank, int size, int64_t *g0, int64_t *g1, ts_error *err) {
+ts_status fuse_rank_blocks(const fuse_plan *p, const fuse_tile *tiles, int rank, int size, int64_t *g0, int64_t *g1,
+                           ts_error *err) {
     const int64_t n = (int64_t)p->nbands * p->L.nbx;
     *g0 = 0, *g1 = n;
     if (size <= 1) return TS_OK;
     int64_t *cost = malloc((size_t)(n > 0 ? n : 1) * sizeof *cost);
     if (!cost) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld block costs", (long long)n);
-    fuse_block_costs(p, cost);
+    fuse_block_costs(p, tiles, cost);
     ts_dist_share_weighted(cost, n, rank, size, g0, g1);
     free(cost);
     return TS_OK;

@@ -22,8 +22,9 @@ enum { ROWS = 5, COLS = 6, TILE = 64, STEP = 58, NT = ROWS * COLS };
 /* The shape of a 6x5 plate of 2048^2 tiles with 10% overlap and blocks of
  * one tile side, at 1/32 scale: 5 bands (the last a short one) of 6 blocks,
  * and one more column of blocks no tile reaches (extra_w > 0). */
+static fuse_tile t[NT]; /* the plate's tiles (plate_plan places them) */
+
 static fuse_plan *plate_plan(int64_t extra_w) {
-    fuse_tile t[NT];
     memset(t, 0, sizeof t);
     for (int i = 0; i < NT; i++) {
         t[i].oy = (i / COLS) * STEP + (i % 3);  /* a little jitter */
@@ -51,13 +52,14 @@ static void test_block_costs(void **state) {
     assert_int_equal(p->nbands, 5);
     assert_true(L->nbx >= 8);
     int64_t *cost = calloc((size_t)(p->nbands * L->nbx), sizeof *cost);
-    fuse_block_costs(p, cost);
+    fuse_block_costs(p, t, cost);
     for (int b = 0; b < p->nbands; b++) {
         const fuse_band *band = &p->bands[b];
         for (int64_t bx = 0; bx < L->nbx; bx++) {
             /* tile rows x block width for each tile touching the block,
              * plus the block's area in the canvas; nothing for a block no
-             * tile touches (all fill, not stored) */
+             * tile touches (all fill, not stored); plus the area of each
+             * tile whose first band and first block this is (decoded) */
             int64_t want = 0;
             for (int s = 0; s < band->nslots; s++) {
                 const fuse_slot *sl = &band->slots[s];
@@ -65,6 +67,8 @@ static void test_block_costs(void **state) {
             }
             const int64_t x1 = (bx + 1) * L->block < L->canvas_w ? (bx + 1) * L->block : L->canvas_w;
             if (want) want += (band->y1 - band->y0) * (x1 - bx * L->block);
+            for (int i = 0; i < NT; i++)
+                if (t[i].oy / L->block == b && t[i].ox / L->block == bx) want += t[i].h * t[i].w;
             assert_int_equal(cost[b * L->nbx + bx], want);
             if (bx * L->block >= (COLS - 1) * STEP + TILE + 1) assert_int_equal(cost[b * L->nbx + bx], 0);
         }
@@ -77,14 +81,14 @@ static void test_block_costs(void **state) {
 static void shares(const fuse_plan *p, int size, double *share) {
     const int64_t n = (int64_t)p->nbands * p->L.nbx;
     int64_t *cost = calloc((size_t)n, sizeof *cost);
-    fuse_block_costs(p, cost);
+    fuse_block_costs(p, t, cost);
     double total = 0;
     for (int64_t g = 0; g < n; g++) total += (double)cost[g];
     int64_t prev = 0;
     for (int r = 0; r < size; r++) {
         int64_t g0, g1;
         ts_error err;
-        assert_int_equal(fuse_rank_blocks(p, r, size, &g0, &g1, &err), TS_OK);
+        assert_int_equal(fuse_rank_blocks(p, t, r, size, &g0, &g1, &err), TS_OK);
         assert_int_equal(g0, prev); /* contiguous, in rank order */
         assert_true(g1 >= g0);
         prev = g1;
@@ -101,7 +105,7 @@ static void test_rank_blocks_balanced(void **state) {
     fuse_plan *p = plate_plan(0);
     int64_t g0, g1;
     ts_error err;
-    assert_int_equal(fuse_rank_blocks(p, 0, 1, &g0, &g1, &err), TS_OK);
+    assert_int_equal(fuse_rank_blocks(p, t, 0, 1, &g0, &g1, &err), TS_OK);
     assert_int_equal(g0, 0);
     assert_int_equal(g1, p->nbands * p->L.nbx);
     /* Whole bands gave 2 ranks 43% and 57% of this plate's work; runs of
@@ -222,7 +226,7 @@ static void test_pipeline_runs_a_range_of_blocks(void **state) {
         for (int r = 0; r < size; r++) {
             int64_t g0, g1;
             ts_error err;
-            assert_int_equal(fuse_rank_blocks(p, r, size, &g0, &g1, &err), TS_OK);
+            assert_int_equal(fuse_rank_blocks(p, t, r, size, &g0, &g1, &err), TS_OK);
             run_range(p, 2, (size_t)1 << 30, g0, g1, seen);
         }
         for (int64_t i = 0; i < 2 * n; i++) assert_int_equal(seen[i], 1);
