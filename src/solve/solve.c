@@ -130,6 +130,17 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
             if (ra != rb) parent[ra < rb ? rb : ra] = ra < rb ? ra : rb;
         }
     }
+    /* Pairs that break their grid loops weigh little from the start. */
+    if (opt->loop_check && p->gx && p->gy) {
+        int k = ts_solve_loop_check(n, p->gx, p->gy, m, ea, eb, usable, (const double(*)[2])d, w0,
+                                    &out->stage_downweighted);
+        if (k < 0) {
+            st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for the loop check of %d pairs", m);
+            goto done;
+        }
+        out->loop_downweighted = k;
+        memcpy(w, w0, mm * sizeof *w);
+    }
     /* Groups, numbered in tile order; the first tile of a group of two or
      * more is its anchor (fixed at 0 while solving). */
     int ncomp = 0;
@@ -157,22 +168,6 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
     }
 
     if ((st = ts_laplacian_create(n, unknown, m, ea, eb, usable, &lap, err))) goto done;
-    /* The nested-dissection analysis for IRLS's refactorisations needs only
-     * the pattern: started now, it runs on the second core beside the loop
-     * check (which only changes weights) instead of beside the first
-     * factorisation alone, which it outlasted. */
-    if (opt->solver == TS_SOLVER_L1 && opt->max_iterations > 1) ts_laplacian_prepare_refactor(lap);
-    /* Pairs that break their grid loops weigh little from the start. */
-    if (opt->loop_check && p->gx && p->gy) {
-        int k = ts_solve_loop_check(n, p->gx, p->gy, m, ea, eb, usable, (const double(*)[2])d, w0,
-                                    &out->stage_downweighted);
-        if (k < 0) {
-            st = ts_fail(err, TS_ERR_NOMEM, "solve: out of memory for the loop check of %d pairs", m);
-            goto done;
-        }
-        out->loop_downweighted = k;
-        memcpy(w, w0, mm * sizeof *w);
-    }
     irls_ctx c = {.n = n, .m = m, .ea = ea, .eb = eb, .usable = usable, .d = (const double(*)[2])d, .w0 = w0,
                   .w = w, .comp = comp, .ncomp = ncomp, .target = (const double(*)[2])target, .pos = pos,
                   .prev = prev, .acc = acc, .size = size, .lap = lap, .opt = opt, .out = out};
