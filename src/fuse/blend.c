@@ -230,16 +230,32 @@ static void kept_free(fuse_well *W, kept_plane *k) {
     free(k);
 }
 
+void (*fuse_test_trim_window)(void);
+
 static void kept_release(fuse_well *W, kept_plane *k) {
     unsigned char *at[16];
     size_t len[16];
-    int n = 0;
     pthread_mutex_lock(&W->recycle_mu);
     k->refs--;
-    kept_plane *gone = kept_unlink_if_done(W, k);
-    if (!gone && k->refs == 0) n = kept_trim(W, k, at, len, 16);
+    kept_plane *gone;
+    for (;;) {
+        gone = kept_unlink_if_done(W, k);
+        const int n = !gone && k->refs == 0 ? kept_trim(W, k, at, len, 16) : 0;
+        if (n == 0) break;
+        /* Pinned (one ref more) while its pages go back outside the lock: a
+         * load that found it stale meanwhile freed and unmapped it, the next
+         * strip was mapped at the same address, and the madvise zeroed that
+         * strip's rows (blocks written as fill, exit 0). The attach of a
+         * later band's strip may happen meanwhile (it reads rows the trim
+         * keeps); trimmed further, if that moved next_unit, on the next turn. */
+        k->refs++;
+        pthread_mutex_unlock(&W->recycle_mu);
+        if (fuse_test_trim_window) fuse_test_trim_window();
+        for (int i = 0; i < n; i++) (void)madvise(at[i], len[i], MADV_DONTNEED);
+        pthread_mutex_lock(&W->recycle_mu);
+        k->refs--;
+    }
     pthread_mutex_unlock(&W->recycle_mu);
-    for (int i = 0; i < n; i++) (void)madvise(at[i], len[i], MADV_DONTNEED);
     if (gone) kept_free(W, gone);
 }
 

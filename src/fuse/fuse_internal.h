@@ -126,6 +126,10 @@ void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);
 /* Unmaps the recycled strip buffers and kept tile planes (after the
  * pipeline). */
 void fuse_recycle_drain(fuse_well *W);
+/* Tests only (test_fuse_trim): called while a trimmed tile plane's pages
+ * are given back (blend.c, kept_release), outside recycle_mu, so a test can
+ * widen that window; NULL otherwise. */
+extern void (*fuse_test_trim_window)(void);
 ts_status fuse_weights_init(fuse_well *W, ts_error *err);
 /* Bytes of the weight images (after fuse_weights_init): part of --memory. */
 size_t fuse_weights_bytes(const fuse_well *W);
