@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "register/refine.h"
 #include "register/vec.h"
 
 /* FFTW's planner keeps global state and is not thread-safe; plan creation and
@@ -32,12 +33,11 @@ typedef struct ncc_memo {
 struct ts_registrar {
     int h, w, wc; /* wc = w / 2 + 1 complex columns */
     ts_register_options opt;
-    float *fa, *fb, *tmp;  /* pre-filtered strips (h * w) and scratch (2 * h * w) */
+    float *fa, *fb, *tmp;  /* pre-filtered strips (h * w) and scratch (2 * h * w +
+                              2 * (w + 8): the refinement's, refine.h) */
     double *rowsum;        /* w: background subtraction's column sums */
     float *ha, *hb;        /* the same without their smooth background: what is
                               correlated (the refinement fits fa/fb with a gain) */
-    float *gy, *gx;        /* gradient of fa for the sub-pixel refinement: the two
-                              halves of tmp (free by then) */
     float *real;           /* FFT input / correlation surface (fftwf_malloc) */
     fftwf_complex *A, *B;  /* spectra, h * wc */
     float *win_y, *win_x;  /* separable apodisation window */
@@ -107,7 +107,8 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->fb = malloc(n * sizeof(float));
     r->ha = malloc(n * sizeof(float));
     r->hb = malloc(n * sizeof(float));
-    r->tmp = malloc(2 * n * sizeof(float)); /* background subtraction needs two planes */
+    /* Background subtraction needs two planes, the refinement two and two rows. */
+    r->tmp = malloc((2 * n + 2 * ((size_t)w + 8)) * sizeof(float));
     r->rowsum = malloc((size_t)w * sizeof(double));
     r->win_y = malloc((size_t)h * sizeof(float));
     r->win_x = malloc((size_t)w * sizeof(float));
@@ -117,10 +118,6 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->A = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->B = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->memo = calloc(MEMO_SLOTS, sizeof *r->memo);
-    if (r->tmp) {
-        r->gy = r->tmp;
-        r->gx = r->tmp + n;
-    }
     if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->rowsum || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
         !r->real || !r->A || !r->B || !r->memo) {
         ts_registrar_free(r);
@@ -436,141 +433,15 @@ static double subpixel(double cm, double c0, double cp) {
     return d > 0.5 ? 0.5 : d < -0.5 ? -0.5 : d;
 }
 
-/* Solves the symmetric n x n system m x = v (n <= 4) by Gaussian elimination
- * with partial pivoting; false when singular. */
-static bool solve_small(double m[4][4], double v[4], int n, double x[4]) {
-    for (int c = 0; c < n; c++) {
-        int piv = c;
-        for (int i = c + 1; i < n; i++)
-            if (fabs(m[i][c]) > fabs(m[piv][c])) piv = i;
-        if (!(fabs(m[piv][c]) > 1e-12 * (fabs(m[0][0]) + fabs(m[n - 1][n - 1]) + 1e-300))) return false;
-        if (piv != c) {
-            for (int j = 0; j < n; j++) {
-                double t = m[c][j];
-                m[c][j] = m[piv][j];
-                m[piv][j] = t;
-            }
-            double t = v[c];
-            v[c] = v[piv];
-            v[piv] = t;
-        }
-        for (int i = c + 1; i < n; i++) {
-            double f = m[i][c] / m[c][c];
-            for (int j = c; j < n; j++) m[i][j] -= f * m[c][j];
-            v[i] -= f * v[c];
-        }
-    }
-    for (int i = n - 1; i >= 0; i--) {
-        double s = v[i];
-        for (int j = i + 1; j < n; j++) s -= m[i][j] * x[j];
-        x[i] = s / m[i][i];
-    }
-    return true;
-}
-
-/* Sub-pixel refinement in the image domain: Gauss-Newton on
- * b(p) ~ gain * a(p + d) + offset over the overlap (bilinear a and its
- * gradient). Unlike the correlation surface it is not biased towards zero
+/* Sub-pixel refinement in the image domain (refine.c): Gauss-Newton on
+ * b(p) ~ gain * a(p + d) + offset over the overlap of fa and fb (smoothed
+ * further in place on noisy overlaps: fa, fb serve one refinement per
+ * prepare). Unlike the correlation surface it is not biased towards zero
  * shift by the apodisation window. Starts from *dy, *dx (the integer NCC
  * maximum, a pixel or two from the answer); leaves them unchanged if it
  * does not converge within 2 px. */
 static void refine_shift(ts_registrar *r, double *dy, double *dx) {
-    int h = r->h, w = r->w;
-    const float *a = r->fa, *b = r->fb;
-    for (int y = 0; y < h; y++) {
-        const float *up = a + (size_t)(y > 0 ? y - 1 : 0) * (size_t)w;
-        const float *dn = a + (size_t)(y + 1 < h ? y + 1 : h - 1) * (size_t)w;
-        const float *row = a + (size_t)y * (size_t)w;
-        float ky = (y > 0 && y + 1 < h) ? 0.5f : 1.0f;
-        for (int x = 0; x < w; x++) {
-            int l = x > 0 ? x - 1 : 0, rr = x + 1 < w ? x + 1 : w - 1;
-            r->gy[(size_t)y * (size_t)w + (size_t)x] = ky * (dn[x] - up[x]);
-            r->gx[(size_t)y * (size_t)w + (size_t)x] = (rr - l == 2 ? 0.5f : 1.0f) * (row[rr] - row[l]);
-        }
-    }
-    /* Intensities enter centred on strip a's mean, which keeps the gain and
-     * offset columns of the normal equations apart (well conditioned). */
-    double centre = sum_f64(a, (size_t)h * (size_t)w) / ((double)h * (double)w);
-    double y0 = *dy, x0 = *dx, ty = *dy, tx = *dx, gain = 1, offset = 0;
-    for (int it = 0; it < 10; it++) {
-        int iy = (int)floor(ty), ix = (int)floor(tx);
-        float fy = (float)(ty - iy), fx = (float)(tx - ix);
-        float w00 = (1 - fy) * (1 - fx), w01 = (1 - fy) * fx, w10 = fy * (1 - fx), w11 = fy * fx;
-        /* b pixels whose sample point lies inside a with its 4 neighbours. */
-        int ylo = iy < 0 ? -iy : 0, yhi = h - 1 - iy < h ? h - 1 - iy : h;
-        int xlo = ix < 0 ? -ix : 0, xhi = w - 1 - ix < w ? w - 1 - ix : w;
-        if (yhi - ylo < 4 || xhi - xlo < 4) return;
-        double m[4][4] = {{0}}, v[4] = {0};
-        for (int y = ylo; y < yhi; y++) {
-            size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
-            const float *pb = b + (size_t)y * (size_t)w;
-            /* Per-row float sums of the normal equations' 10 distinct
-             * entries (J = [gain*ay, gain*ax, a, 1]) and the right-hand
-             * side: four lanes (vec.h), then the tail, combined in a fixed
-             * order; rows are added up in double. */
-            const float g = (float)gain, off = (float)offset, ca = (float)centre;
-            /* Pointers at the row's first sample (x = xlo): x + ix >= 0. */
-            const size_t c0 = (size_t)(xlo + ix);
-            const float *a0 = a + r0 + c0, *a1 = a + r1 + c0;
-            const float *gy0 = r->gy + r0 + c0, *gy1 = r->gy + r1 + c0;
-            const float *gx0 = r->gx + r0 + c0, *gx1 = r->gx + r1 + c0;
-            pb += xlo;
-            const int nx = xhi - xlo;
-            const ts_v4f W00 = ts_v4f_splat(w00), W01 = ts_v4f_splat(w01), W10 = ts_v4f_splat(w10),
-                         W11 = ts_v4f_splat(w11), G = ts_v4f_splat(g), OFF = ts_v4f_splat(off),
-                         CA = ts_v4f_splat(ca);
-            ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0},
-                   M23 = {0}, V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0};
-            int x = 0;
-            for (; x + 4 <= nx; x += 4) {
-                ts_v4f av = W00 * ts_v4f_load(a0 + x) + W01 * ts_v4f_load(a0 + x + 1) +
-                            W10 * ts_v4f_load(a1 + x) + W11 * ts_v4f_load(a1 + x + 1) - CA;
-                ts_v4f ay = W00 * ts_v4f_load(gy0 + x) + W01 * ts_v4f_load(gy0 + x + 1) +
-                            W10 * ts_v4f_load(gy1 + x) + W11 * ts_v4f_load(gy1 + x + 1);
-                ts_v4f ax = W00 * ts_v4f_load(gx0 + x) + W01 * ts_v4f_load(gx0 + x + 1) +
-                            W10 * ts_v4f_load(gx1 + x) + W11 * ts_v4f_load(gx1 + x + 1);
-                ts_v4f j0 = G * ay, j1 = G * ax;
-                ts_v4f e = ts_v4f_load(pb + x) - (G * av + OFF);
-                M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
-                M11 += j1 * j1; M12 += j1 * av; M13 += j1;
-                M22 += av * av; M23 += av;
-                V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e;
-            }
-            float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
-            float v0 = 0, v1 = 0, v2 = 0, v3 = 0;
-            for (; x < nx; x++) {
-                float av = w00 * a0[x] + w01 * a0[x + 1] + w10 * a1[x] + w11 * a1[x + 1] - ca;
-                float ay = w00 * gy0[x] + w01 * gy0[x + 1] + w10 * gy1[x] + w11 * gy1[x + 1];
-                float ax = w00 * gx0[x] + w01 * gx0[x + 1] + w10 * gx1[x] + w11 * gx1[x + 1];
-                float j0 = g * ay, j1 = g * ax;
-                float e = pb[x] - (g * av + off);
-                m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
-                m11 += j1 * j1; m12 += j1 * av; m13 += j1;
-                m22 += av * av; m23 += av;
-                v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e;
-            }
-            m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
-            m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
-            m[1][1] += ts_v4f_sum(M11) + m11, m[1][2] += ts_v4f_sum(M12) + m12, m[1][3] += ts_v4f_sum(M13) + m13;
-            m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)(xhi - xlo);
-            v[0] += ts_v4f_sum(V0) + v0, v[1] += ts_v4f_sum(V1) + v1;
-            v[2] += ts_v4f_sum(V2) + v2, v[3] += ts_v4f_sum(V3) + v3;
-        }
-        for (int p = 0; p < 4; p++)
-            for (int q = 0; q < p; q++) m[p][q] = m[q][p];
-        double step[4];
-        if (!solve_small(m, v, 4, step)) return;
-        ty += step[0];
-        tx += step[1];
-        gain += step[2];
-        offset += step[3];
-        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 2.0 || fabs(tx - x0) > 2.0) return;
-        if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
-    }
-    if (gain > 0) {
-        *dy = ty;
-        *dx = tx;
-    }
+    ts_refine(r->fa, r->fb, r->h, r->w, r->opt.denoise_sigma, r->tmp, dy, dx);
 }
 
 /* Half-width of the autocorrelation's central lobe along (uy, ux): the

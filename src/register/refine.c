@@ -1,0 +1,520 @@
+/* Sub-pixel refinement of a strip shift: Gauss-Newton in the image domain
+ * on b(p) = gain * a(p + d) + offset, from the integer NCC maximum, with
+ * a(p + d) by cubic B-spline interpolation (its exact gradient as the
+ * Jacobian; bilinear's is not differentiable at the pixels).
+ *
+ * Noisy overlaps are fitted again on smoother strips: interpolating a noisy
+ * image at a fractional position averages its noise (bilinear at half a
+ * pixel halves the variance of white noise), so the residual of an overlap
+ * whose read noise is comparable to its signal is smallest half-way between
+ * pixels, whatever the content: on faint phase-contrast overlaps the
+ * least-squares minimum sat 0.3-0.6 px from the truth. With the noise
+ * correlated over a few pixels interpolation barely changes its variance
+ * (the bias falls roughly as sigma^-4). Sharp, clean content (simulated
+ * nuclei, SEM) loses precision to that smoothing, hence the first fit's
+ * noise measure decides (TS_REFINE_NOISE: phase-contrast overlaps 0.2-1.3,
+ * IHC 0.04-0.2, Hubble 0.03-0.13, SEM and simulated plates 0.01-0.02).
+ *
+ * That measure is also high where the misfit is structure rather than
+ * noise: the real dot-grid tiles of test_register_starrynight.py (sharp
+ * 8-bit dots, uneven illumination, 40-60% overlaps) score 1.1-1.9, and
+ * smoothing moved them 0.3-0.5 px away from Fiji's positions. Read noise
+ * is white before the pre-filter, so its residual keeps the fine-scale
+ * share (1 - lag-1 correlation) the pre-filter leaves white noise (0.74
+ * at 0.5 px), less a little from interpolating a's noise; structured
+ * misfit is correlated over pixels. Measured against that share
+ * (TS_REFINE_WHITE 0.7): rough cell24/cell16_blank overlaps 0.83-1.0
+ * (but four of cell16_blank's at 0.06-0.27, lag-1 correlation 0.95: blank
+ * tiles against content), starrynight's 0.24-0.57, the few rough overlaps
+ * of the IHC, Hubble and SEM plates 0.02-0.5 (but one): those keep the
+ * first fit.
+ *
+ * Why a margin with the smoothing: a Gaussian at a strip's edge sees the
+ * mirror image beyond it, and the two strips' edges are at different
+ * places of the overlap (one tile's edge is one end of the overlap, the
+ * other tile's the other end): left in, that mismatch pulled overlaps of
+ * 15-35 px by 0.1-0.25 px along the pair.
+ * docs/register.md ("One pair of strips", step 8) has the measurements. */
+#include "register/refine.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#include "register/register.h"
+#include "register/vec.h"
+
+int ts_refine_smooth(float *a, float *b, int h, int w, double have, double dy, double dx, float *tmp) {
+    if (!(have > 0)) have = 0;
+    const double thin = fmin(h - fabs(dy), w - fabs(dx));
+    const bool thick = thin >= TS_REFINE_THICK;
+    const double sigma = thick ? TS_REFINE_SIGMA : TS_REFINE_THIN_SIGMA;
+    const int margin = thick ? TS_REFINE_MARGIN : TS_REFINE_THIN_MARGIN;
+    if (have >= sigma) return margin;
+    /* Gaussians compose: sigma^2 adds. */
+    double extra = sqrt(sigma * sigma - have * have);
+    ts_gaussian_blur(a, h, w, extra, tmp);
+    ts_gaussian_blur(b, h, w, extra, tmp);
+    return margin;
+}
+
+/* The cubic B-spline's pole, sqrt(3) - 2, and the samples beyond which its
+ * powers are below 1e-9 (|z|^16 = 7e-10). */
+#define POLE (-0.2679491924311227)
+#define HORIZON 16
+
+/* Causal start of a line of n samples (stride s) with a mirror boundary
+ * (Unser's recursive filter; exact sum for short lines). */
+static double causal_init(const float *c, int n, size_t s) {
+    const double z = POLE;
+    if (n <= 1) return n == 1 ? c[0] : 0;
+    if (n > HORIZON) {
+        double sum = 0, zk = 1;
+        for (int k = 0; k < HORIZON; k++, zk *= z) sum += zk * c[(size_t)k * s];
+        return sum;
+    }
+    double zn = z, iz = 1.0 / z, z2n = pow(z, n - 1);
+    double sum = c[0] + z2n * c[(size_t)(n - 1) * s];
+    z2n *= z2n * iz;
+    for (int k = 1; k <= n - 2; k++) {
+        sum += (zn + z2n) * c[(size_t)k * s];
+        zn *= z;
+        z2n *= iz;
+    }
+    return sum / (1.0 - zn * zn);
+}
+
+/* One row in place (stride 1), in double. */
+static void spline_row(float *c, int n) {
+    const double z = POLE, lambda = (1.0 - z) * (1.0 - 1.0 / z);
+    if (n < 2) return;
+    for (int k = 0; k < n; k++) c[k] = (float)(c[k] * lambda);
+    double prev = causal_init(c, n, 1);
+    c[0] = (float)prev;
+    for (int k = 1; k < n; k++) c[k] = (float)(prev = c[k] + z * prev);
+    double next = (z / (z * z - 1.0)) * (z * (double)c[n - 2] + (double)c[n - 1]);
+    c[n - 1] = (float)next;
+    for (int k = n - 2; k >= 0; k--) c[k] = (float)(next = z * (next - c[k]));
+}
+
+/* All columns at once, a row at a time (rows are contiguous). */
+static void spline_cols(float *c, int h, int w) {
+    const float z = (float)POLE, lambda = (float)((1.0 - POLE) * (1.0 - 1.0 / POLE));
+    const float anti = (float)(POLE / (POLE * POLE - 1.0));
+    if (h < 2) return;
+    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) c[i] *= lambda;
+    for (int x = 0; x < w; x++) c[x] = (float)causal_init(c + x, h, (size_t)w);
+    for (int y = 1; y < h; y++) {
+        float *row = c + (size_t)y * (size_t)w;
+        const float *up = row - w;
+        for (int x = 0; x < w; x++) row[x] += z * up[x];
+    }
+    float *last = c + (size_t)(h - 1) * (size_t)w;
+    const float *before = last - w;
+    for (int x = 0; x < w; x++) last[x] = anti * (z * before[x] + last[x]);
+    for (int y = h - 2; y >= 0; y--) {
+        float *row = c + (size_t)y * (size_t)w;
+        const float *dn = row + w;
+        for (int x = 0; x < w; x++) row[x] = z * (dn[x] - row[x]);
+    }
+}
+
+void ts_spline_coefficients(const float *img, float *coef, int h, int w) {
+    for (size_t i = 0; i < (size_t)h * (size_t)w; i++) coef[i] = img[i];
+    for (int y = 0; y < h; y++) spline_row(coef + (size_t)y * (size_t)w, w);
+    spline_cols(coef, h, w);
+}
+
+/* Cubic B-spline weights of the taps -1, 0, 1, 2 around a sample at
+ * fraction f past a pixel, and their derivatives in f. */
+static void bspline_weights(double f, float wt[4], float dw[4]) {
+    const double g = 1.0 - f, f2 = f * f, f3 = f2 * f;
+    wt[0] = (float)(g * g * g / 6.0);
+    wt[1] = (float)(2.0 / 3.0 - f2 + 0.5 * f3);
+    wt[2] = (float)(1.0 / 6.0 + 0.5 * (f + f2 - f3));
+    wt[3] = (float)(f3 / 6.0);
+    dw[0] = (float)(-0.5 * g * g);
+    dw[1] = (float)(-2.0 * f + 1.5 * f2);
+    dw[2] = (float)(0.5 + f - 1.5 * f2);
+    dw[3] = (float)(0.5 * f2);
+}
+
+/* Solves the symmetric 4 x 4 system m x = v by Gaussian elimination with
+ * partial pivoting; false when singular. */
+static bool solve4(double m[4][4], double v[4], double x[4]) {
+    const int n = 4;
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int i = c + 1; i < n; i++)
+            if (fabs(m[i][c]) > fabs(m[piv][c])) piv = i;
+        if (!(fabs(m[piv][c]) > 1e-12 * (fabs(m[0][0]) + fabs(m[n - 1][n - 1]) + 1e-300))) return false;
+        if (piv != c) {
+            for (int j = 0; j < n; j++) {
+                double t = m[c][j];
+                m[c][j] = m[piv][j];
+                m[piv][j] = t;
+            }
+            double t = v[c];
+            v[c] = v[piv];
+            v[piv] = t;
+        }
+        for (int i = c + 1; i < n; i++) {
+            double f = m[i][c] / m[c][c];
+            for (int j = c; j < n; j++) m[i][j] -= f * m[c][j];
+            v[i] -= f * v[c];
+        }
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        double s = v[i];
+        for (int j = i + 1; j < n; j++) s -= m[i][j] * x[j];
+        x[i] = s / m[i][i];
+    }
+    return true;
+}
+
+/* The normal equations (J = [gain ay, gain ax, a - centre, 1]) of the fit
+ * at shift (ty, tx) into m (upper triangle) and v; false when the domain
+ * is thinner than 4 px. V, D: rows of w + 3 floats. */
+/* The b pixels [lo, hi) along one axis of n px at integer shift i whose
+ * sample lies M px inside a (and its taps, floor - 1 .. floor + 2, inside
+ * a) and that lie M px inside b. */
+static void domain(int n, int i, int M, int *lo, int *hi) {
+    const int ma = M > 1 ? M : 1;       /* a's floor index in [ma, n - 1 - ma) */
+    const int l = ma - i, u = n - 1 - ma - i;
+    *lo = M > l ? M : l;
+    *hi = n - M < u ? n - M : u;
+}
+
+static bool normal_equations(const float *coef, const float *b, int h, int w, double ty, double tx, int M,
+                             double gain, double offset, double centre, float *V, float *D, double m[4][4],
+                             double v[4], double *ee) {
+    const int iy = (int)floor(ty), ix = (int)floor(tx);
+    float wy[4], dwy[4], wx[4], dwx[4];
+    bspline_weights(ty - iy, wy, dwy);
+    bspline_weights(tx - ix, wx, dwx);
+    int ylo, yhi, xlo, xhi;
+    domain(h, iy, M, &ylo, &yhi);
+    domain(w, ix, M, &xlo, &xhi);
+    if (yhi - ylo < 4 || xhi - xlo < 4) return false;
+    *ee = 0;
+    for (int p = 0; p < 4; p++) {
+        v[p] = 0;
+        for (int q = 0; q < 4; q++) m[p][q] = 0;
+    }
+    const int nx = xhi - xlo, nc = nx + 3;
+    const ts_v4f WY0 = ts_v4f_splat(wy[0]), WY1 = ts_v4f_splat(wy[1]), WY2 = ts_v4f_splat(wy[2]),
+                 WY3 = ts_v4f_splat(wy[3]), DY0 = ts_v4f_splat(dwy[0]), DY1 = ts_v4f_splat(dwy[1]),
+                 DY2 = ts_v4f_splat(dwy[2]), DY3 = ts_v4f_splat(dwy[3]);
+    const ts_v4f WX0 = ts_v4f_splat(wx[0]), WX1 = ts_v4f_splat(wx[1]), WX2 = ts_v4f_splat(wx[2]),
+                 WX3 = ts_v4f_splat(wx[3]), DX0 = ts_v4f_splat(dwx[0]), DX1 = ts_v4f_splat(dwx[1]),
+                 DX2 = ts_v4f_splat(dwx[2]), DX3 = ts_v4f_splat(dwx[3]);
+    const float g = (float)gain, off = (float)offset, ca = (float)centre;
+    const ts_v4f G = ts_v4f_splat(g), OFF = ts_v4f_splat(off), CA = ts_v4f_splat(ca);
+    for (int y = ylo; y < yhi; y++) {
+        /* The four coefficient rows combined vertically (value and d/dy),
+         * over the columns the row's taps reach. */
+        const float *r0 = coef + (size_t)(y + iy - 1) * (size_t)w + (size_t)(xlo + ix - 1);
+        const float *r1 = r0 + w, *r2 = r1 + w, *r3 = r2 + w;
+        int j = 0;
+        for (; j + 4 <= nc; j += 4) {
+            ts_v4f c0 = ts_v4f_load(r0 + j), c1 = ts_v4f_load(r1 + j), c2 = ts_v4f_load(r2 + j),
+                   c3 = ts_v4f_load(r3 + j);
+            ts_v4f_store(V + j, WY0 * c0 + WY1 * c1 + WY2 * c2 + WY3 * c3);
+            ts_v4f_store(D + j, DY0 * c0 + DY1 * c1 + DY2 * c2 + DY3 * c3);
+        }
+        for (; j < nc; j++) {
+            V[j] = wy[0] * r0[j] + wy[1] * r1[j] + wy[2] * r2[j] + wy[3] * r3[j];
+            D[j] = dwy[0] * r0[j] + dwy[1] * r1[j] + dwy[2] * r2[j] + dwy[3] * r3[j];
+        }
+        /* Then horizontally, and the row's sums of the normal equations'
+         * 10 distinct entries and right-hand side: four lanes and a tail,
+         * combined in a fixed order; rows are added up in double. */
+        const float *pb = b + (size_t)y * (size_t)w + (size_t)xlo;
+        ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0}, M23 = {0},
+               V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0}, E2 = {0};
+        int x = 0;
+        for (; x + 4 <= nx; x += 4) {
+            ts_v4f v0 = ts_v4f_load(V + x), v1 = ts_v4f_load(V + x + 1), v2 = ts_v4f_load(V + x + 2),
+                   v3 = ts_v4f_load(V + x + 3);
+            ts_v4f d0 = ts_v4f_load(D + x), d1 = ts_v4f_load(D + x + 1), d2 = ts_v4f_load(D + x + 2),
+                   d3 = ts_v4f_load(D + x + 3);
+            ts_v4f av = WX0 * v0 + WX1 * v1 + WX2 * v2 + WX3 * v3 - CA;
+            ts_v4f ay = WX0 * d0 + WX1 * d1 + WX2 * d2 + WX3 * d3;
+            ts_v4f ax = DX0 * v0 + DX1 * v1 + DX2 * v2 + DX3 * v3;
+            ts_v4f j0 = G * ay, j1 = G * ax;
+            ts_v4f e = ts_v4f_load(pb + x) - (G * av + OFF);
+            M00 += j0 * j0, M01 += j0 * j1, M02 += j0 * av, M03 += j0;
+            M11 += j1 * j1, M12 += j1 * av, M13 += j1;
+            M22 += av * av, M23 += av;
+            V0 += j0 * e, V1 += j1 * e, V2 += av * e, V3 += e, E2 += e * e;
+        }
+        float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+        for (; x < nx; x++) {
+            const float *pv = V + x, *pd = D + x;
+            float av = wx[0] * pv[0] + wx[1] * pv[1] + wx[2] * pv[2] + wx[3] * pv[3] - ca;
+            float ay = wx[0] * pd[0] + wx[1] * pd[1] + wx[2] * pd[2] + wx[3] * pd[3];
+            float ax = dwx[0] * pv[0] + dwx[1] * pv[1] + dwx[2] * pv[2] + dwx[3] * pv[3];
+            float j0 = g * ay, j1 = g * ax;
+            float e = pb[x] - (g * av + off);
+            m00 += j0 * j0, m01 += j0 * j1, m02 += j0 * av, m03 += j0;
+            m11 += j1 * j1, m12 += j1 * av, m13 += j1;
+            m22 += av * av, m23 += av;
+            s0 += j0 * e, s1 += j1 * e, s2 += av * e, s3 += e, s4 += e * e;
+        }
+        m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
+        m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
+        m[1][1] += ts_v4f_sum(M11) + m11, m[1][2] += ts_v4f_sum(M12) + m12, m[1][3] += ts_v4f_sum(M13) + m13;
+        m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)nx;
+        v[0] += ts_v4f_sum(V0) + s0, v[1] += ts_v4f_sum(V1) + s1;
+        v[2] += ts_v4f_sum(V2) + s2, v[3] += ts_v4f_sum(V3) + s3;
+        *ee += ts_v4f_sum(E2) + s4;
+    }
+    return true;
+}
+
+/* Sum of img (n values) in double: four lanes, combined in a fixed order
+ * (phasecorr.c's, for the same bits). */
+static double sum_f64(const float *img, size_t n) {
+    ts_v2d s0 = {0}, s1 = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += ts_v2f_load_v2d(img + i);
+        s1 += ts_v2f_load_v2d(img + i + 2);
+    }
+    double t = 0;
+    for (; i < n; i++) t += img[i];
+    return ((s0[0] + s0[1]) + (s1[0] + s1[1])) + t;
+}
+
+/* The fine-scale share of a residual whose read noise went through the
+ * pre-filter: 1 - the lag-1 correlation of white noise after
+ * ts_gaussian_blur's kernel at sigma (the same taps; 1 unfiltered), e.g.
+ * 0.74 at the default 0.5 px. */
+static double white_share(double sigma) {
+    if (!(sigma > 0)) return 1;
+    int radius = (int)ceil(3.0 * sigma);
+    if (radius > 64) radius = 64;
+    double k[129], sum = 0;
+    for (int i = -radius; i <= radius; i++) sum += k[i + radius] = exp(-0.5 * (double)(i * i) / (sigma * sigma));
+    double k0 = 0, k1 = 0;
+    for (int i = 0; i <= 2 * radius; i++) {
+        k[i] /= sum;
+        k0 += k[i] * k[i];
+        if (i > 0) k1 += k[i] * k[i - 1];
+    }
+    return 1 - k1 / k0;
+}
+
+/* The residual of the fit (bilinear, as fit_bilinear's) at (ty, tx): half
+ * the mean square of the differences of neighbouring residuals (its
+ * fine-scale power, which is the noise's: a smooth misfit, vignetting or a
+ * gain that varies across the overlap, cancels in the differences) into
+ * *rough, and that over the residual's variance (1 - its lag-1
+ * correlation, averaged over the two axes) into *share. */
+static void roughness(const float *a, const float *b, int h, int w, double ty, double tx, double gain, double offset,
+                      double centre, double *rough, double *share) {
+    const int iy = (int)floor(ty), ix = (int)floor(tx);
+    const double fy = ty - iy, fx = tx - ix;
+    const int ylo = iy < 0 ? -iy : 0, yhi = h - 1 - iy < h ? h - 1 - iy : h;
+    const int xlo = ix < 0 ? -ix : 0, xhi = w - 1 - ix < w ? w - 1 - ix : w;
+    double sx = 0, sy = 0, s1 = 0, s2 = 0, n = 0;
+    for (int y = ylo; y + 1 < yhi; y++)
+        for (int x = xlo; x + 1 < xhi; x++) {
+            double r[2][2];
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++) {
+                    const float *p = a + (size_t)(y + i + iy) * (size_t)w + (size_t)(x + j + ix);
+                    double av = (1 - fy) * ((1 - fx) * p[0] + fx * p[1]) + fy * ((1 - fx) * p[w] + fx * p[w + 1]);
+                    r[i][j] = b[(size_t)(y + i) * (size_t)w + (size_t)(x + j)] - (gain * (av - centre) + offset);
+                }
+            sx += (r[0][0] - r[0][1]) * (r[0][0] - r[0][1]);
+            sy += (r[0][0] - r[1][0]) * (r[0][0] - r[1][0]);
+            s1 += r[0][0], s2 += r[0][0] * r[0][0], n++;
+        }
+    *rough = INFINITY, *share = 0;
+    if (!(n > 0)) return;
+    *rough = 0.25 * (sx + sy) / n;
+    const double var = s2 / n - (s1 / n) * (s1 / n);
+    if (var > 0) *share = *rough / var;
+}
+
+/* The first fit: Gauss-Newton on bilinear interpolation of a and of its
+ * central differences (gy, gx: h * w each), over every b pixel whose
+ * sample lies inside a with its 4 neighbours; the same arithmetic as
+ * before refine.c (simulated and SEM plates keep their bits). *noise: the
+ * residual's fine-scale power over a's mean squared gradient at the last
+ * iterate (px^2); *share: the residual's fine-scale share (roughness). */
+static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy, float *gx, double *dy, double *dx,
+                         double *noise, double *share) {
+    for (int y = 0; y < h; y++) {
+        const float *up = a + (size_t)(y > 0 ? y - 1 : 0) * (size_t)w;
+        const float *dn = a + (size_t)(y + 1 < h ? y + 1 : h - 1) * (size_t)w;
+        const float *row = a + (size_t)y * (size_t)w;
+        float ky = (y > 0 && y + 1 < h) ? 0.5f : 1.0f;
+        for (int x = 0; x < w; x++) {
+            int l = x > 0 ? x - 1 : 0, rr = x + 1 < w ? x + 1 : w - 1;
+            gy[(size_t)y * (size_t)w + (size_t)x] = ky * (dn[x] - up[x]);
+            gx[(size_t)y * (size_t)w + (size_t)x] = (rr - l == 2 ? 0.5f : 1.0f) * (row[rr] - row[l]);
+        }
+    }
+    /* Intensities enter centred on strip a's mean, which keeps the gain and
+     * offset columns of the normal equations apart (well conditioned). */
+    double centre = sum_f64(a, (size_t)h * (size_t)w) / ((double)h * (double)w);
+    double y0 = *dy, x0 = *dx, ty = *dy, tx = *dx, gain = 1, offset = 0, grad2 = 0, count = 0;
+    for (int it = 0; it < 10; it++) {
+        int iy = (int)floor(ty), ix = (int)floor(tx);
+        float fy = (float)(ty - iy), fx = (float)(tx - ix);
+        float w00 = (1 - fy) * (1 - fx), w01 = (1 - fy) * fx, w10 = fy * (1 - fx), w11 = fy * fx;
+        /* b pixels whose sample point lies inside a with its 4 neighbours. */
+        int ylo = iy < 0 ? -iy : 0, yhi = h - 1 - iy < h ? h - 1 - iy : h;
+        int xlo = ix < 0 ? -ix : 0, xhi = w - 1 - ix < w ? w - 1 - ix : w;
+        if (yhi - ylo < 4 || xhi - xlo < 4) return false;
+        double m[4][4] = {{0}}, v[4] = {0}, ee = 0;
+        for (int y = ylo; y < yhi; y++) {
+            size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
+            const float *pb = b + (size_t)y * (size_t)w;
+            /* Per-row float sums of the normal equations' 10 distinct
+             * entries (J = [gain*ay, gain*ax, a, 1]) and the right-hand
+             * side: four lanes (vec.h), then the tail, combined in a fixed
+             * order; rows are added up in double. */
+            const float g = (float)gain, off = (float)offset, ca = (float)centre;
+            /* Pointers at the row's first sample (x = xlo): x + ix >= 0. */
+            const size_t c0 = (size_t)(xlo + ix);
+            const float *a0 = a + r0 + c0, *a1 = a + r1 + c0;
+            const float *gy0 = gy + r0 + c0, *gy1 = gy + r1 + c0;
+            const float *gx0 = gx + r0 + c0, *gx1 = gx + r1 + c0;
+            pb += xlo;
+            const int nx = xhi - xlo;
+            const ts_v4f W00 = ts_v4f_splat(w00), W01 = ts_v4f_splat(w01), W10 = ts_v4f_splat(w10),
+                         W11 = ts_v4f_splat(w11), G = ts_v4f_splat(g), OFF = ts_v4f_splat(off),
+                         CA = ts_v4f_splat(ca);
+            ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0},
+                   M23 = {0}, V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0}, E2 = {0};
+            int x = 0;
+            for (; x + 4 <= nx; x += 4) {
+                ts_v4f av = W00 * ts_v4f_load(a0 + x) + W01 * ts_v4f_load(a0 + x + 1) +
+                            W10 * ts_v4f_load(a1 + x) + W11 * ts_v4f_load(a1 + x + 1) - CA;
+                ts_v4f ay = W00 * ts_v4f_load(gy0 + x) + W01 * ts_v4f_load(gy0 + x + 1) +
+                            W10 * ts_v4f_load(gy1 + x) + W11 * ts_v4f_load(gy1 + x + 1);
+                ts_v4f ax = W00 * ts_v4f_load(gx0 + x) + W01 * ts_v4f_load(gx0 + x + 1) +
+                            W10 * ts_v4f_load(gx1 + x) + W11 * ts_v4f_load(gx1 + x + 1);
+                ts_v4f j0 = G * ay, j1 = G * ax;
+                ts_v4f e = ts_v4f_load(pb + x) - (G * av + OFF);
+                M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
+                M11 += j1 * j1; M12 += j1 * av; M13 += j1;
+                M22 += av * av; M23 += av;
+                V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e; E2 += e * e;
+            }
+            float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
+            float v0 = 0, v1 = 0, v2 = 0, v3 = 0, e2 = 0;
+            for (; x < nx; x++) {
+                float av = w00 * a0[x] + w01 * a0[x + 1] + w10 * a1[x] + w11 * a1[x + 1] - ca;
+                float ay = w00 * gy0[x] + w01 * gy0[x + 1] + w10 * gy1[x] + w11 * gy1[x + 1];
+                float ax = w00 * gx0[x] + w01 * gx0[x + 1] + w10 * gx1[x] + w11 * gx1[x + 1];
+                float j0 = g * ay, j1 = g * ax;
+                float e = pb[x] - (g * av + off);
+                m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
+                m11 += j1 * j1; m12 += j1 * av; m13 += j1;
+                m22 += av * av; m23 += av;
+                v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e; e2 += e * e;
+            }
+            m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
+            m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
+            m[1][1] += ts_v4f_sum(M11) + m11, m[1][2] += ts_v4f_sum(M12) + m12, m[1][3] += ts_v4f_sum(M13) + m13;
+            m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)(xhi - xlo);
+            v[0] += ts_v4f_sum(V0) + v0, v[1] += ts_v4f_sum(V1) + v1;
+            v[2] += ts_v4f_sum(V2) + v2, v[3] += ts_v4f_sum(V3) + v3;
+            ee += ts_v4f_sum(E2) + e2;
+        }
+        for (int p = 0; p < 4; p++)
+            for (int q = 0; q < p; q++) m[p][q] = m[q][p];
+        grad2 = (m[0][0] + m[1][1]) / (gain * gain), count = m[3][3];
+        (void)ee;
+        double step[4];
+        if (!solve4(m, v, step)) return false;
+        ty += step[0];
+        tx += step[1];
+        gain += step[2];
+        offset += step[3];
+        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 2.0 || fabs(tx - x0) > 2.0) return false;
+        if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
+    }
+    if (!(gain > 0)) return false;
+    *dy = ty;
+    *dx = tx;
+    double rough;
+    roughness(a, b, h, w, ty, tx, gain, offset, centre, &rough, share);
+    *noise = grad2 > 0 ? count * rough / grad2 : INFINITY;
+    return true;
+}
+
+/* One Gauss-Newton fit from (*dy, *dx) on a's coefficients; *noise: the
+ * residual's mean square over the mean squared gradient of a at the
+ * answer (px^2): how far noise can pull the fit, relative to the signal. */
+static bool fit(const float *coef, const float *b, int h, int w, int margin, double centre, float *V, float *D,
+                double *dy, double *dx, double *noise) {
+    const double y0 = *dy, x0 = *dx;
+    double ty = y0, tx = x0, gain = 1, offset = 0, m[4][4], v[4], ee = 0;
+    /* The widest margin up to `margin` that leaves 4 px on both axes at
+     * the start (thin overlaps: a narrower band, rather than none). */
+    int M = margin;
+    for (; M > 0; M--) {
+        int ylo, yhi, xlo, xhi;
+        domain(h, (int)floor(ty), M, &ylo, &yhi);
+        domain(w, (int)floor(tx), M, &xlo, &xhi);
+        if (yhi - ylo >= 4 && xhi - xlo >= 4) break;
+    }
+    for (int it = 0; it < 16; it++) {
+        double step[4];
+        if (!normal_equations(coef, b, h, w, ty, tx, M, gain, offset, centre, V, D, m, v, &ee)) return false;
+        for (int p = 0; p < 4; p++)
+            for (int q = 0; q < p; q++) m[p][q] = m[q][p];
+        const double g2 = (m[0][0] + m[1][1]) / (gain * gain);
+        if (!solve4(m, v, step)) return false;
+        ty += step[0];
+        tx += step[1];
+        gain += step[2];
+        offset += step[3];
+        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 2.0 || fabs(tx - x0) > 2.0) return false;
+        *noise = g2 > 0 ? ee / g2 : INFINITY;
+        if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
+    }
+    if (!(gain > 0)) return false;
+    *dy = ty;
+    *dx = tx;
+    return true;
+}
+
+bool ts_refine(float *a, float *b, int h, int w, double have, float *work, double *dy, double *dx) {
+    const size_t n = (size_t)h * (size_t)w;
+    float *coef = work, *tmp = work + n, *V = work + 2 * n, *D = V + w + 8;
+    double fy = *dy, fx = *dx, noise = INFINITY, share = 0;
+    const bool first = fit_bilinear(a, b, h, w, work, work + n, &fy, &fx, &noise, &share);
+    /* Re-fitted only where the residual is both rough and white: read
+     * noise. Structured misfit (sharp content that bilinear interpolation
+     * or a slight distortion does not follow, a blank tile against
+     * content) is correlated over several pixels, and smoothing it does
+     * not remove a pull towards half pixels but moves the fit. */
+    if (first && (noise <= TS_REFINE_NOISE || share < TS_REFINE_WHITE * white_share(have))) {
+        *dy = fy, *dx = fx;
+        return true;
+    }
+    /* Noisy: smoothed strips, cubic B-splines, the edges' band left out. */
+    const int margin = ts_refine_smooth(a, b, h, w, have, *dy, *dx, tmp);
+    double centre = 0;
+    for (size_t i = 0; i < n; i++) centre += a[i];
+    centre /= (double)n;
+    ts_spline_coefficients(a, coef, h, w);
+    /* From the integer start, else from the first fit's answer (nearer,
+     * when the integer maximum is 2 px off: the fit's leash then reaches). */
+    for (int k = 0; k < (first ? 2 : 1); k++) {
+        double sy = k ? fy : *dy, sx = k ? fx : *dx, unused;
+        if (fit(coef, b, h, w, margin, centre, V, D, &sy, &sx, &unused)) {
+            *dy = sy, *dx = sx;
+            return true;
+        }
+    }
+    if (!first) return false;
+    *dy = fy, *dx = fx;
+    return true;
+}
