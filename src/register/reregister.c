@@ -207,8 +207,15 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * shared edge (same statistics, no alignment) searched alike. Only
      * where ts_reregister_accept looks at it: a maximum under the floor is
      * refused whatever the baseline (blank tiles' pairs: most of the cost
-     * of the pass on small tiles went into this search). */
-    if (best > -2 && best < ts_registrar_min_ncc(r) && best >= ACCEPT_FLOOR) {
+     * of the pass on small tiles went into this search), and not where the
+     * choice keeps a first result in these strips that the maximum does not
+     * beat (ts_reregister_choose: acceptance is not looked at there). */
+    if (have_first && best > -2) {
+        int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
+        out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx);
+    }
+    const bool first_stays = have_first && out->ncc_first > -2 && !(best > out->ncc_first + REPLACE_MARGIN);
+    if (best > -2 && best < ts_registrar_min_ncc(r) && best >= ACCEPT_FLOOR && !first_stays) {
         const bool tall = lh >= lw;
         for (int y = 0; y < lh; y++)
             for (int x = 0; x < lw; x++)
@@ -223,10 +230,6 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
 #undef CELL
     if (!(best > -2)) return TS_OK;
     if (f > 1 && (abs(by - cy) == ry || abs(bx - cx) == rx)) out->border = true;
-    if (have_first) {
-        int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
-        out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx);
-    }
     out->searched = true;
     out->ncc = best;
     out->dy = by + g->off_dy;
@@ -237,9 +240,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * result whatever the refinement says; acceptance does not depend on
      * it). On plates where the stage scatters by a good part of the
      * overlap every pair is searched and most keep their first result. */
-    if (!ts_reregister_accept(out, ts_registrar_min_ncc(r)) ||
-        (have_first && out->ncc_first > -2 && !(best > out->ncc_first + REPLACE_MARGIN)))
-        return TS_OK;
+    if (first_stays || !ts_reregister_accept(out, ts_registrar_min_ncc(r))) return TS_OK;
     double dy = by, dx = bx;
     ts_registrar_refine(r, &dy, &dx);
     /* The refinement may move up to 2 px; beyond the integer maximum's

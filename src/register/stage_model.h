@@ -83,7 +83,9 @@ typedef struct ts_rereg_result {
     bool border;         /* the maximum is on the window's edge: a slope, not a peak */
     double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
     double null_max;     /* below min_ncc: the samples' best NCC with strip b mirrored
-                            along the shared edge (unrelated content, same texture); else -2 */
+                            along the shared edge (unrelated content, same texture); else,
+                            or where a first result in these strips at least as good
+                            stays whatever acceptance says, -2 */
 } ts_rereg_result;
 
 /* What a worker keeps from one search to the next (zero-initialised; grown,

@@ -11,9 +11,10 @@
  * nx / 2, as ts_overlap_ncc computes it (0 for a constant overlap, to
  * ~1e-12 in double precision); -2 where the overlap is thinner than
  * min_side on either axis. Shifts must satisfy |sy| < h, |sx| < w. */
-/* Buffers and FFTW plans of the last strip shape, kept by a worker from
- * one search to the next (allocating them per search made the page faults
- * cost more than the transforms). NULL scratch: made and freed per call. */
+/* Buffers and FFTW plans of the last few transform sizes (the strip shape
+ * and the window's reach), kept by a worker from one search to the next
+ * (allocating them per search made the page faults cost more than the
+ * transforms). NULL scratch: made and freed per call. */
 typedef struct ts_window_scratch ts_window_scratch;
 void ts_window_scratch_free(ts_window_scratch *s);
 

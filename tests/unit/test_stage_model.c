@@ -217,6 +217,17 @@ static void test_confined_search(void **state) {
     assert_true(ts_reregister_choose(&x2, 0.25, &res));
     assert_true(fabs(res.dx - (W - 8)) < 0.1);
     assert_true(res.confidence <= off.confidence); /* no more than the first pass said */
+    /* The faint pair matched at the window's maximum in the first pass: the
+     * choice keeps it whatever acceptance says, so the mirrored strips'
+     * search (its cost) is left out, and nothing is refined. */
+    ts_register_result ffirst = {2, W - 8, fx.ncc, 0.3, -1, 0, false, true}; /* its integer maximum */
+    ts_rereg_result fsame = search(fa, fb, true, ffirst.dy, ffirst.dx);
+    assert_true(fsame.searched && fsame.ncc_first > -2 && !(fsame.ncc > fsame.ncc_first));
+    assert_true(fsame.null_max == -2);
+    assert_false(fsame.refined);
+    res = ffirst;
+    assert_false(ts_reregister_choose(&fsame, 0.25, &res));
+    assert_memory_equal(&res, &ffirst, sizeof res);
 
     free(img), free(a), free(b), free(fimg), free(fa), free(fb), free(blank);
 }

@@ -82,6 +82,12 @@ static void test_equals_shift_by_shift(void **state) {
     compare(64, 18, -5, 10, 21, 15, &ws);  /* new shape: scratch remade */
     compare(15, 40, 12, -37, 9, 9, &ws);   /* shifts leaving < 4 px: -2 */
     compare(31, 29, 0, 0, 5, 5, NULL);     /* no scratch */
+    /* Transforms padded to the window's reach: 36 + 12 = 48 and 44 + 4 = 48
+     * are sizes as they are, the widest shifts at the edge of wrapping. */
+    compare(36, 44, 0, 0, 25, 9, &ws);
+    compare(36, 44, -3, 2, 19, 5, &ws);    /* another size: both kept */
+    compare(36, 44, 0, 0, 25, 9, &ws);
+    compare(36, 44, 20, -30, 7, 7, &ws);   /* far off centre */
     ts_window_scratch_free(ws);
 }
 
