@@ -26,7 +26,7 @@ throughput() {  # GRID TILE OVERLAP
     best=""
     for _ in 1 2 3; do
       rm -rf "$WORK/out.zarr"
-      /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/out.zarr" \
+      /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/out.zarr" \
         --format $fmt --threads "$THREADS" --json > "$WORK/fuse.json"
       mps=$("$PY" -c "import json;print(json.load(open('$WORK/fuse.json'))['megapixels_per_second'])")
       if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(not $mps > $best)"; then best=$mps; bestrss=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss"); fi
@@ -62,14 +62,14 @@ for g in "16x16 1x" "32x32 4x" "64x64 16x"; do
   rm -rf "$WORK/p.zarr" "$WORK/o.zarr"
   "$T" simulate -o "$WORK/p.zarr" --grid "$1" --tile 256x256 --overlap 26 --format 0.5 --truth "$WORK/t.yaml" \
     --seed 2 >/dev/null
-  /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/o.zarr" --chunk 128 \
+  /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/o.zarr" --chunk 128 \
     --shard 4 --memory 16M --threads "$THREADS" --json > "$WORK/fuse.json"
   r=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss")
   c=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['canvas'], '%.1f MP/s, strips held at most %.1f MB' % (d['megapixels_per_second'], d['peak_strip_bytes']/2**20))")
   echo "area $2 (grid $1, canvas ${c}): tessera peak_rss_mb=$r"
   # the same plate at the default --memory (2G) and layout (issue 12)
   rm -rf "$WORK/o.zarr"
-  /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/o.zarr" --threads "$THREADS" \
+  /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/o.zarr" --threads "$THREADS" \
     --json > "$WORK/fuse.json"
   dflt+=("$2 $1 $(awk '{printf "%.1f", $1/1024}' "$WORK/rss") $("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print('%.1f %.1f' % (d['megapixels_per_second'], d['peak_strip_bytes']/2**20))")")
 done

@@ -22,7 +22,7 @@ for codec in zstd blosc-lz4 blosc-zstd blosc-zstd:3; do
   best=""
   for _ in 1 2 3; do
     rm -rf "$WORK/out.zarr"
-    /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/out.zarr" \
+    /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/out.zarr" \
       --format 0.4 --codec "$codec" --levels 0 --threads 1 --json > "$WORK/fuse.json"
     s=$("$PY" -c "import json;print(json.load(open('$WORK/fuse.json'))['seconds'])")
     if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(not $s < $best)"; then
@@ -65,6 +65,6 @@ with open(os.path.join(work, "hubble.yaml"), "w") as f:
     for n, (y, x) in truth.items():
         f.write(f"  A/1/{n}: [{int(y - lo[0])}, {int(x - lo[1])}]\n")
 PY
-"$T" fuse "$WORK/hubble.zarr" "$WORK/hubble.yaml" -o "$WORK/hubble_out.zarr" --format 0.4 --chunk 256 --levels 0 >/dev/null
+"$T" fuse -q "$WORK/hubble.zarr" "$WORK/hubble.yaml" -o "$WORK/hubble_out.zarr" --format 0.4 --chunk 256 --levels 0 >/dev/null
 "$L" "$WORK/hubble.zarr" "$WORK/hubble_out.zarr/A/1/0/0" zstd zstd 256 | grep '^codec=' | \
   sed 's/^/  hubble_deep_field (256^2 chunks): /'

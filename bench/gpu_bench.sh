@@ -31,7 +31,7 @@ run() {  # NAME fuse-options...
     local name=$1; shift
     for dev in cpu gpu; do
         rm -rf "$WORK/$name.$dev.zarr"
-        "$BIN" fuse "$WORK/plate.ome.zarr" "$WORK/shifts.yaml" -o "$WORK/$name.$dev.zarr" --device "$dev" \
+        "$BIN" fuse -q "$WORK/plate.ome.zarr" "$WORK/shifts.yaml" -o "$WORK/$name.$dev.zarr" --device "$dev" \
             --progress none --json "$@" >"$WORK/$name.$dev.json"
         py "import json; j = json.load(open('$WORK/$name.$dev.json')); \
 print(f\"$name on {j['device']}: {j['seconds']:.2f} s, {j['megapixels_per_second']:.0f} MP/s, canvas {j['canvas']}\")"

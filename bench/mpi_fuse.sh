@@ -40,7 +40,7 @@ ranks() { # OUT MPIRUN-FLAGS...
   local out=$1
   shift
   rm -rf "$WORK/$out.zarr" "$WORK"/rss.*
-  "${MPIRUN[@]}" "$@" bash -c '/usr/bin/time -f "%M" -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$1" fuse "$0/plate.zarr" \
+  "${MPIRUN[@]}" "$@" bash -c '/usr/bin/time -f "%M" -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$1" fuse -q "$0/plate.zarr" \
     "$0/truth.yaml" -o "$0/$2.zarr" --threads 1 --json' "$WORK" "$T" "$out" >"$WORK/$out.json"
 }
 declare -A best wall rss
@@ -49,7 +49,7 @@ for _ in 1 2 3; do
     rm -rf "$WORK/$k.zarr" "$WORK"/rss*
     start=$(now)
     case $k in
-      one) /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/one.zarr" \
+      one) /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/one.zarr" \
              --threads 2 --json >"$WORK/one.json" ;;
       two) ranks two ;;
       ob1) ranks ob1 --mca pml ob1 ;;

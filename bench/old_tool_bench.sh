@@ -30,7 +30,7 @@ tessera_best() {  # FMT CODECFLAGS...: best of 3 into $WORK/t.zarr; sets t_s t_r
     rm -rf "$WORK/t.zarr"
     local s e
     s=$(now)
-    /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/t.zarr" \
+    /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/t.zarr" \
       --format "$fmt" --levels 0 --threads "$THREADS" "$@" --json > "$WORK/t.json"
     e=$(now)
     local dt
@@ -84,7 +84,7 @@ print('%s output, %s: tessera %.3f s (peak_rss_mb=%s), old-tool model %.3f s (pe
   done
   # float32 output: the same arithmetic, so the difference should be float rounding at most.
   rm -rf "$WORK/t.zarr"
-  "$T" fuse "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/t.zarr" --levels 0 --dtype float32 \
+  "$T" fuse -q "$WORK/plate.zarr" "$WORK/truth.yaml" -o "$WORK/t.zarr" --levels 0 --dtype float32 \
     --threads "$THREADS" --json > "$WORK/t.json"
   band=$("$PY" -c "import json;d=json.load(open('$WORK/t.json'));print(d['shard'] * d['chunk'])")
   "$PY" "$M" "$WORK/plate.zarr" "$WORK/truth.yaml" "$WORK/m.zarr" --like "$WORK/t.zarr" --band "$band" \

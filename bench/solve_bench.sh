@@ -33,9 +33,9 @@ for run in "l1 linear" "l1 linear off" "l2 linear" "l2 linear off"; do
     # stage model settles the tiles with more wrong pairs than right).
     case "$run" in *off) ;; *) echo "confident wrong pairs, $run: seams > 2 px $(sed 's/.*seams_over_2px=\([0-9]*\).*/\1/' <<<"$R") (target 0)" ;; esac
 done
-/usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --solver l2 --json >/dev/null
+/usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve -q "$P.yaml" -o "$WORK/out.yaml" --solver l2 --json >/dev/null
 read -r E2 M2 <"$WORK/time"
-/usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve "$P.yaml" -o "$WORK/out.yaml" --json >"$WORK/l1.json"
+/usr/bin/time -f "%e %M" -o "$WORK/time" "$BUILD/tessera" solve -q "$P.yaml" -o "$WORK/out.yaml" --json >"$WORK/l1.json"
 read -r E1 M1 <"$WORK/time"
 echo "tessera solve CLI l2 : wall=${E2}s peak_rss_mb=$((M2 / 1024)) (read $(du -h "$P.yaml" | cut -f1) yaml, solve, write)"
 echo "tessera solve CLI l1 : wall=${E1}s (issue 12's target: 3 s on 2 cores, read + solve + write) peak_rss_mb=$((M1 / 1024)) $(cat "$WORK/l1.json")"
@@ -44,7 +44,7 @@ echo "tessera solve steps  : $("$BUILD/bench/solve_file" "$P.yaml" "$WORK/steps.
 # A baseline build (e.g. a git worktree of an earlier commit), the same
 # plate: its end-to-end time, and whether the two agree.
 if [ -n "${BASE:-}" ]; then
-    /usr/bin/time -f "%e" -o "$WORK/time" "$BASE/tessera" solve "$P.yaml" -o "$WORK/base.yaml" --json >/dev/null
+    /usr/bin/time -f "%e" -o "$WORK/time" "$BASE/tessera" solve -q "$P.yaml" -o "$WORK/base.yaml" --json >/dev/null
     echo "baseline solve CLI l1: wall=$(cat "$WORK/time")s ($BASE), this build ${E1}s, target 3 s"
     [ -x "$BASE/bench/solve_file" ] && echo "baseline solve steps : $("$BASE/bench/solve_file" "$P.yaml" "$WORK/base.yaml")"
     same() { cmp -s <(sed -n "/^$1:/,/^[a-z]/p" "$WORK/out.yaml") <(sed -n "/^$1:/,/^[a-z]/p" "$WORK/base.yaml") && echo same || echo DIFFERENT; }

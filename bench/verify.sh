@@ -17,7 +17,7 @@ NCPU=$(nproc)
 
 "$T" simulate -o "$WORK/p.zarr" --grid "$GRID" --tile "$TILE" --seed 1 --truth "$WORK/t.yaml" >/dev/null
 for f in 0.5 0.4; do
-  "$T" fuse "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/m$f.zarr" --format "$f" >/dev/null
+  "$T" fuse -q "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/m$f.zarr" --format "$f" >/dev/null
 done
 "$T" info "$WORK/m0.5.zarr" | grep "level 0"
 "$T" info "$WORK/m0.4.zarr" | grep "level 0"

@@ -38,6 +38,7 @@ struct json_t *cli_estimate_json(const ts_estimate_result *r, double seconds);
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o);
 /* Warns on stderr when the orientation flags given differ from the shifts file's. */
 void cli_fuse_warn(const char *cmd, const ts_fuse_result *r);
+void cli_fuse_summary(const char *cmd, const char *output, const ts_fuse_result *r, double seconds);
 struct json_t *cli_fuse_json(const ts_fuse_result *r, double seconds);
 /* --device cpu|gpu|auto into *d; false (usage error printed) otherwise. */
 bool cli_device(const char *cmd, const char *v, ts_device *d);

@@ -57,6 +57,7 @@ static const char *FUSE_USAGE =
     "                         every 15 s and at each stage's end), bar,\n"
     "                         log[:SECONDS], none\n"
     "  --json                 print a JSON summary on stdout\n"
+    "  -q, --quiet            no summary on stderr (warnings and errors still)\n"
     "  -h, --help             this help\n";
 
 int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_options *o) {
@@ -142,6 +143,18 @@ bool cli_device(const char *cmd, const char *v, ts_device *d) {
     return true;
 }
 
+/* One line on stderr: what was written and in which layout (a --t-out run
+ * into an existing mosaic takes that mosaic's chunk and shard, whatever the
+ * flags say, so the line is where a user sees the layout used). */
+void cli_fuse_summary(const char *cmd, const char *output, const ts_fuse_result *r, double seconds) {
+    fprintf(stderr, "tessera %s: wrote %s: %d well%s, %lld tiles, canvas %lldx%lld px, chunk %d, shard %d, "
+            "%lld blocks written", cmd, output, r->wells, r->wells == 1 ? "" : "s", (long long)r->tiles,
+            (long long)r->canvas_h, (long long)r->canvas_w, r->chunk, r->shard, (long long)r->blocks_written);
+    if (r->blocks_resumed) fprintf(stderr, " (%lld kept from the interrupted run)", (long long)r->blocks_resumed);
+    fprintf(stderr, ", %.1f MP in %.2f s on the %s\n", (double)r->output_pixels / 1e6, seconds,
+            r->device_used == TS_DEVICE_GPU ? "GPU" : "CPU");
+}
+
 json_t *cli_fuse_json(const ts_fuse_result *r, double seconds) {
     json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:[I,I], s:i, s:i, s:I, s:{s:b, s:b, s:i}, s:b, s:b, "
                      "s:f, s:f}",
@@ -166,10 +179,15 @@ int cmd_fuse(int argc, char **argv) {
     const char *pos[2] = {NULL, NULL};
     int npos = 0;
     cli_common com = {0};
+    bool quiet = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(FUSE_USAGE, stdout);
             return CLI_OK;
+        }
+        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+            quiet = true;
+            continue;
         }
         int r = cli_fuse_option(cmd, argc, argv, &i, &o);
         if (r == 0) r = cli_common_option(cmd, argc, argv, &i, &com);
@@ -193,6 +211,7 @@ int cmd_fuse(int argc, char **argv) {
     if (ts_fuse_run(&o, &res, &err) != TS_OK) return cli_fail(cmd, &err);
     double seconds = cli_now() - t0;
     cli_fuse_warn(cmd, &res);
+    if (!quiet) cli_fuse_summary(cmd, o.output, &res, seconds);
     if (com.json) {
         json_t *j = json_pack("{s:o}", "shifts", cli_json_path(o.shifts));
         json_object_update_new(j, cli_fuse_json(&res, seconds)); /* the summary is freed with it */

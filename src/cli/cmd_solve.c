@@ -39,6 +39,7 @@ static const char *SOLVE_USAGE =
     "  --threads N            wells solved at once, default all cores (each\n"
     "                         well's solve is single-threaded)\n"
     "  --json                 print a JSON summary on stdout\n"
+    "  -q, --quiet            no summary on stderr (warnings and errors still)\n"
     "  -h, --help             this help\n";
 
 int cli_solve_option(const char *cmd, int argc, char **argv, int *i, ts_solve_options *o) {
@@ -105,7 +106,7 @@ int cmd_solve(int argc, char **argv) {
     ts_solve_options_init(&o);
     const char *input = NULL, *output = NULL;
     int tile_h = 0, tile_w = 0, threads = 0, npos = 0;
-    bool json = false;
+    bool json = false, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v;
@@ -125,6 +126,8 @@ int cmd_solve(int argc, char **argv) {
             if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, a, v, 0, 4096, &threads)) return CLI_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
         } else if (cli_positional(cmd, a, &input, &npos, 1) != CLI_OK) {
             return CLI_USAGE;
         }
@@ -134,6 +137,13 @@ int cmd_solve(int argc, char **argv) {
     ts_error err = {0};
     ts_solve_summary sum;
     if (ts_solve_file_ex(input, output, &o, tile_h, tile_w, threads, &sum, &err) != TS_OK) return cli_fail(cmd, &err);
+    if (!quiet)
+        fprintf(stderr,
+                "tessera solve: wrote %s: %d well%s, %d tiles, %d pairs, solver %s, %d outliers (%d down-weighted "
+                "by the loop check, %d of them by its stage model), %d isolated tiles, %d iterations at most, "
+                "solved in %.2f s\n", output, sum.wells, sum.wells == 1 ? "" : "s", sum.tiles, sum.pairs,
+                o.solver == TS_SOLVER_L1 ? "l1" : "l2", sum.outliers, sum.loop_downweighted, sum.stage_downweighted,
+                sum.isolated, sum.max_iterations_used, sum.seconds);
     if (json) {
         cli_json_emit(cmd, input, output,
                       json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "solver",

@@ -38,7 +38,7 @@ static const char *STITCH_USAGE =
     "                         every 15 s and at each stage's end), bar,\n"
     "                         log[:SECONDS], none\n"
     "  --json                 print {\"shifts\", \"estimate\", \"fuse\"} on stdout\n"
-    "  -q, --quiet            no estimate summary on stderr\n"
+    "  -q, --quiet            no estimate or fuse summary on stderr\n"
     "  -h, --help             this help\n";
 
 int cmd_stitch(int argc, char **argv) {
@@ -138,6 +138,7 @@ int cmd_stitch(int argc, char **argv) {
     }
     double t2 = cli_now();
     cli_fuse_warn(cmd, &fr);
+    if (!quiet) cli_fuse_summary(cmd, output, &fr, t2 - t1);
     if (com.json)
         cli_json_emit(cmd, input, output,
                       json_pack("{s:o, s:o, s:o}", "shifts", cli_json_path(shifts_out), "estimate",

@@ -50,8 +50,12 @@ def main():
     check(p.returncode == 0, f"stitch: exit {p.returncode} {p.stderr!r}")
     # Most pairs of these tiny tiles do not match: stitch warns as estimate does.
     e = run("estimate", plate, "-o", os.path.join(TMP, "w.yaml"), "--overlap", "10")
-    check("warning" in e.stderr and e.stderr.replace("estimate", "stitch") == p.stderr,
+    # ... and then says what it wrote, as fuse does.
+    est_lines, fuse_line = p.stderr.rsplit("\n", 2)[0] + "\n", p.stderr.rsplit("\n", 2)[1]
+    check("warning" in e.stderr and e.stderr.replace("estimate", "stitch") == est_lines,
           f"stitch and estimate warn differently: {p.stderr!r} vs {e.stderr!r}")
+    check(fuse_line.startswith(f"tessera stitch: wrote {out}: 1 well, 6 tiles, canvas ") and " chunk 16," in fuse_line,
+          f"stitch's last stderr line is not the fuse summary: {fuse_line!r}")
     try:
         s = json.loads(p.stdout)
         check(s["shifts"] == out + ".shifts.yaml", f"stitch --json shifts {s['shifts']!r}")
@@ -75,6 +79,22 @@ def main():
         except ValueError as e:
             check(False, f"{args[0]} --json is not valid JSON ({e}): {p.stdout!r}")
         check(p.returncode == 0, f"{args[0]}: exit {p.returncode} {p.stderr!r}")
+
+    # fuse and solve say what they wrote, in one line on stderr (also off a
+    # terminal, also with --json); -q/--quiet leaves only warnings and errors.
+    f_out, s_out = os.path.join(TMP, "said.zarr"), os.path.join(TMP, "said.yaml")
+    p = run("fuse", plate, truth, "-o", f_out, "--chunk", "16", "--json")
+    check(p.returncode == 0 and one_line(p) and p.stderr.startswith(f"tessera fuse: wrote {f_out}: 1 well, 6 tiles")
+          and "chunk 16" in p.stderr and "blocks written" in p.stderr, f"fuse summary: {p.stderr!r}")
+    p = run("solve", out + ".shifts.yaml", "-o", s_out)
+    check(p.returncode == 0 and one_line(p) and p.stderr.startswith(f"tessera solve: wrote {s_out}: 1 well, 6 tiles")
+          and "outliers" in p.stderr, f"solve summary: {p.stderr!r}")
+    for args in (["fuse", plate, truth, "-o", os.path.join(TMP, "quiet.zarr"), "--chunk", "16"],
+                 ["solve", out + ".shifts.yaml", "-o", os.path.join(TMP, "quiet.yaml")],
+                 ["stitch", plate, "-o", os.path.join(TMP, "quiet_st.zarr"), "--overlap", "10", "--chunk", "16"]):
+        p = run(*args, "--quiet")
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip() and "warning" not in ln]
+        check(p.returncode == 0 and not lines, f"{args[0]} --quiet still prints {lines!r}")
 
     # The solver tuning flags of `solve` mean the same in estimate and stitch.
     for c, extra in (("estimate", ["-o", os.path.join(TMP, "e2.yaml")]),
