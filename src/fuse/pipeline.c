@@ -340,15 +340,6 @@ static int worker_main(void *user, int64_t index, int worker) {
     return r;
 }
 
-ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int64_t b1,
-                            const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
-                            ts_progress_fn progress, void *progress_user, const char *stage,
-                            fuse_pipeline_stats *stats, ts_error *err) {
-    const int64_t nbx = plan->L.nbx;
-    return fuse_pipeline_run_blocks(plan, ntz, b0 * nbx, b1 * nbx, fns, pool, budget, max_blocks, progress,
-                                    progress_user, stage, stats, err);
-}
-
 ts_status fuse_pipeline_run_blocks(const fuse_plan *plan, int64_t ntz, int64_t g0, int64_t g1,
                                    const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
                                    ts_progress_fn progress, void *progress_user, const char *stage,

@@ -62,23 +62,15 @@ typedef struct fuse_pipeline_stats {
     size_t peak_strip_bytes;
 } fuse_pipeline_stats;
 
-/* Runs bands [b0, b1) of plan for each of ntz (t, z) planes, i.e. the
- * units (t, z, band) with band in [b0, b1) (all bands in one process; an
- * MPI rank's share under MPI), on pool's threads. The stage functions get
+/* Runs the blocks [g0, g1) of each of ntz (t, z) planes, a block numbered
+ * band * nbx + bx (all blocks in one process; an MPI rank's share under
+ * MPI: runs of blocks, so that a plate of few bands still splits evenly),
+ * on pool's threads. A band whose blocks are partly in the range has only
+ * the strips its blocks in the range use loaded. The stage functions get
  * the unit's number in the whole plan, (t, z) * nbands + band. At most
- * max_blocks blocks are processed at once (their buffers; >= 1). budget bounds the bytes
- * of strips held (except that the strips the earliest unfinished block
- * needs are always loaded, so the pipeline cannot stall). */
-ts_status fuse_pipeline_run(const fuse_plan *plan, int64_t ntz, int64_t b0, int64_t b1,
-                            const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
-                            ts_progress_fn progress, void *progress_user, const char *stage,
-                            fuse_pipeline_stats *stats, ts_error *err);
-
-/* The same for the blocks [g0, g1) of each (t, z) plane, a block numbered
- * band * nbx + bx (an MPI rank's share: runs of blocks, so that a plate of
- * few bands still splits evenly). A band whose blocks are partly in the
- * range has only the strips its blocks in the range use loaded.
- * fuse_pipeline_run is this with g0 = b0 * nbx, g1 = b1 * nbx. */
+ * max_blocks blocks are processed at once (their buffers; >= 1). budget
+ * bounds the bytes of strips held (except that the strips the earliest
+ * unfinished block needs are always loaded, so the pipeline cannot stall). */
 ts_status fuse_pipeline_run_blocks(const fuse_plan *plan, int64_t ntz, int64_t g0, int64_t g1,
                                    const fuse_stage_fns *fns, ts_pool *pool, size_t budget, int max_blocks,
                                    ts_progress_fn progress, void *progress_user, const char *stage,

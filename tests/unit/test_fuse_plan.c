@@ -222,7 +222,9 @@ static void run_fake(int threads, size_t budget, int max_blocks, int64_t b0, int
     fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = fake_process, .user = &F};
     ts_pool *pool = ts_pool_create(threads);
     fuse_pipeline_stats st;
-    assert_int_equal(fuse_pipeline_run(p, 3, b0, b1, &fns, pool, budget, max_blocks, NULL, NULL, "t", &st, &err), TS_OK);
+    assert_int_equal(fuse_pipeline_run_blocks(p, 3, b0 * L.nbx, b1 * L.nbx, &fns, pool, budget, max_blocks, NULL,
+                                              NULL, "t", &st, &err),
+                     TS_OK);
     /* The stage functions see the plan's unit numbers: each unit of the
      * bands run is loaded and processed once, no other unit at all. */
     for (int64_t u = 0; u < nunits; u++) {
@@ -279,8 +281,8 @@ static void test_pipeline_reads_ahead_threads_blocks(void **state) {
         F.blocks = calloc((size_t)(nunits * L.nbx) + 1, sizeof(int));
         fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = fake_process, .user = &F};
         ts_pool *pool = ts_pool_create(threads);
-        assert_int_equal(fuse_pipeline_run(p, 3, 0, p->nbands, &fns, pool, (size_t)1 << 30, threads, NULL, NULL, "t",
-                                           NULL, &err),
+        assert_int_equal(fuse_pipeline_run_blocks(p, 3, 0, p->nbands * L.nbx, &fns, pool, (size_t)1 << 30, threads, NULL,
+                                                  NULL, "t", NULL, &err),
                          TS_OK);
         assert_true(F.most_ahead <= threads - 1);
         /* and with more threads it does read ahead */
@@ -319,7 +321,9 @@ static void test_pipeline_reports_first_error(void **state) {
     F.loads = calloc((size_t)(p->nbands * 9), sizeof(int));
     fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = fake_load, .process = failing_process, .user = &F};
     ts_pool *pool = ts_pool_create(2);
-    assert_int_equal(fuse_pipeline_run(p, 1, 0, p->nbands, &fns, pool, 1 << 20, 2, NULL, NULL, "t", NULL, &err), TS_ERR_IO);
+    assert_int_equal(
+        fuse_pipeline_run_blocks(p, 1, 0, p->nbands * p->L.nbx, &fns, pool, 1 << 20, 2, NULL, NULL, "t", NULL, &err),
+        TS_ERR_IO);
     assert_string_equal(err.message, "disk full at block 1");
     ts_pool_destroy(pool);
     free(F.loads);
