@@ -237,21 +237,8 @@ static ts_status prefilter(ts_registrar *r, float *img, float shift, ts_error *e
     return TS_OK;
 }
 
-/* Sum of img (n values) in double: four lanes, combined in a fixed order. */
-static double sum_f64(const float *img, size_t n) {
-    ts_v2d s0 = {0}, s1 = {0};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += ts_v2f_load_v2d(img + i);
-        s1 += ts_v2f_load_v2d(img + i + 2);
-    }
-    double t = 0;
-    for (; i < n; i++) t += img[i];
-    return ((s0[0] + s0[1]) + (s1[0] + s1[1])) + t;
-}
-
 static void mean_std(const float *img, size_t n, double *mean, double *sd) {
-    double m = sum_f64(img, n) / (double)n;
+    double m = ts_sum_f64(img, n) / (double)n;
     const ts_v2d m2 = {m, m};
     ts_v2d s0 = {0}, s1 = {0};
     size_t i = 0;

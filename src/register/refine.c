@@ -273,20 +273,6 @@ static bool normal_equations(const float *coef, const float *b, int h, int w, do
     return true;
 }
 
-/* Sum of img (n values) in double: four lanes, combined in a fixed order
- * (phasecorr.c's, for the same bits). */
-static double sum_f64(const float *img, size_t n) {
-    ts_v2d s0 = {0}, s1 = {0};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += ts_v2f_load_v2d(img + i);
-        s1 += ts_v2f_load_v2d(img + i + 2);
-    }
-    double t = 0;
-    for (; i < n; i++) t += img[i];
-    return ((s0[0] + s0[1]) + (s1[0] + s1[1])) + t;
-}
-
 /* The fine-scale share of a residual whose read noise went through the
  * pre-filter: 1 - the lag-1 correlation of white noise after
  * ts_gaussian_blur's kernel at sigma (the same taps; 1 unfiltered), e.g.
@@ -402,7 +388,7 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
     }
     /* Intensities enter centred on strip a's mean, which keeps the gain and
      * offset columns of the normal equations apart (well conditioned). */
-    double centre = sum_f64(a, (size_t)h * (size_t)w) / ((double)h * (double)w);
+    double centre = ts_sum_f64(a, (size_t)h * (size_t)w) / ((double)h * (double)w);
     double y0 = *dy, x0 = *dx, ty = *dy, tx = *dx, gain = 1, offset = 0, grad2 = 0, count = 0;
     for (int it = 0; it < 10; it++) {
         int iy = (int)floor(ty), ix = (int)floor(tx);

@@ -51,6 +51,21 @@ static inline ts_v2d ts_v2f_load_v2d(const float *p) {
     return __builtin_convertvector(v, ts_v2d);
 }
 
+/* Sum of img (n values) in double: four lanes, combined in a fixed order
+ * (phasecorr.c's strip mean, refine.c's centre: one definition, one bit
+ * pattern for the same data). */
+static inline double ts_sum_f64(const float *img, size_t n) {
+    ts_v2d s0 = {0}, s1 = {0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += ts_v2f_load_v2d(img + i);
+        s1 += ts_v2f_load_v2d(img + i + 2);
+    }
+    double t = 0;
+    for (; i < n; i++) t += img[i];
+    return ((s0[0] + s0[1]) + (s1[0] + s1[1])) + t;
+}
+
 /* The four lanes summed in double, in a fixed pairwise order. */
 static inline double ts_v4f_sum(ts_v4f v) {
     return ((double)v[0] + (double)v[1]) + ((double)v[2] + (double)v[3]);
