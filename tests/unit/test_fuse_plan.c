@@ -104,16 +104,23 @@ static void grid_tiles(fuse_tile *t) {
     }
 }
 
-static void test_plan_covers_every_row_once(void **state) {
-    (void)state;
-    fuse_tile t[9];
+/* The plan of grid_tiles' canvas in 16 px chunks, `shard` chunks a block. */
+static fuse_plan *grid_plan(fuse_tile t[9], int shard, fuse_layout *L) {
     grid_tiles(t);
     int64_t h, w;
     ts_error err;
     assert_int_equal(fuse_canvas(t, 9, &h, &w, &err), TS_OK);
-    fuse_layout L = layout(h, w, 16, 4);
+    *L = layout(h, w, 16, shard);
     fuse_plan *p;
-    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    assert_int_equal(fuse_plan_build(L, t, 9, &p, &err), TS_OK);
+    return p;
+}
+
+static void test_plan_covers_every_row_once(void **state) {
+    (void)state;
+    fuse_tile t[9];
+    fuse_layout L;
+    fuse_plan *p = grid_plan(t, 4, &L);
     int64_t rows[9] = {0};
     for (int b = 0; b < p->nbands; b++) {
         const fuse_band *band = &p->bands[b];
@@ -206,13 +213,9 @@ static ts_status fake_process(void *user, int worker, int64_t unit, int64_t bx,
 /* Runs bands [b0, b1) (b1 < 0: to the end) of 3 (t, z) planes. */
 static void run_fake(int threads, size_t budget, int max_blocks, int64_t b0, int64_t b1) {
     fuse_tile t[9];
-    grid_tiles(t);
-    int64_t h, w;
     ts_error err;
-    assert_int_equal(fuse_canvas(t, 9, &h, &w, &err), TS_OK);
-    fuse_layout L = layout(h, w, 16, 2);
-    fuse_plan *p;
-    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    fuse_layout L;
+    fuse_plan *p = grid_plan(t, 2, &L);
     const int64_t nunits = 3 * p->nbands; /* e.g. 3 timepoints; the plan's numbering */
     if (b1 < 0) b1 = p->nbands;
     fake F = {.plan = p, .maxslots = 9};
@@ -265,13 +268,9 @@ static void test_pipeline_loads_once_and_never_stalls(void **state) {
 static void test_pipeline_reads_ahead_threads_blocks(void **state) {
     (void)state;
     fuse_tile t[9];
-    grid_tiles(t);
-    int64_t h, w;
     ts_error err;
-    assert_int_equal(fuse_canvas(t, 9, &h, &w, &err), TS_OK);
-    fuse_layout L = layout(h, w, 16, 2);
-    fuse_plan *p;
-    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    fuse_layout L;
+    fuse_plan *p = grid_plan(t, 2, &L);
     assert_true(p->nbands * L.nbx >= 16); /* room to read far ahead */
     for (int threads = 1; threads <= 3; threads++) {
         const int64_t nunits = 3 * p->nbands;
@@ -309,13 +308,9 @@ static ts_status failing_process(void *user, int worker, int64_t unit, int64_t b
 static void test_pipeline_reports_first_error(void **state) {
     (void)state;
     fuse_tile t[9];
-    grid_tiles(t);
-    int64_t h, w;
     ts_error err;
-    fuse_canvas(t, 9, &h, &w, &err);
-    fuse_layout L = layout(h, w, 16, 2);
-    fuse_plan *p;
-    assert_int_equal(fuse_plan_build(&L, t, 9, &p, &err), TS_OK);
+    fuse_layout L;
+    fuse_plan *p = grid_plan(t, 2, &L);
     fake F = {.plan = p, .maxslots = 9};
     pthread_mutex_init(&F.mu, NULL);
     F.loads = calloc((size_t)(p->nbands * 9), sizeof(int));
