@@ -12,4 +12,10 @@
  * as ill-defined as a sort's). Expected linear time. */
 void ts_select_rank(float *s, size_t lo, size_t hi, size_t k);
 
+/* The median of v[0, n) (n > 0; the mean of ranks n/2 - 1 and n/2 when n is
+ * even), the value sorting gives; reorders v. For the solve's medians of
+ * pairs' shifts and of the loop check's edges (10^5 values and more, where
+ * a qsort each was a large part of the serial start). No NaN in v. */
+double ts_median_double(double *v, size_t n);
+
 #endif

@@ -5,6 +5,7 @@
  * right pairs agree with each other, has a model that follows it; the
  * direction's median where a line has too few edges to say. */
 #include "solve/loop_model.h"
+#include "common/select.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,39 +25,6 @@ static int cmp_key(const void *p, const void *q) {
     return (a->edge > b->edge) - (a->edge < b->edge);
 }
 
-/* The value of rank k of v[0, n) at v[k], smaller ones before it
- * (quickselect, median-of-three pivots): the plate's medians without
- * sorting 10^5 values each. */
-static void select_rank(double *v, int n, int k) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        double a = v[lo], b = v[mid], c = v[hi];
-        double piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < piv) i++;
-            while (v[j] > piv) j--;
-            if (i <= j) {
-                double t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return;
-    }
-}
-
-static double median(double *v, int n) {
-    select_rank(v, n, n / 2);
-    if (n % 2) return v[n / 2];
-    double below = v[0]; /* the largest of v[0, n / 2) */
-    for (int i = 1; i < n / 2; i++) below = v[i] > below ? v[i] : below;
-    return 0.5 * (below + v[n / 2]);
-}
-
 int ts_loop_model_fit(int ne, const unsigned char *dir, const int64_t *line, const double (*dn)[2],
                       const unsigned char *vouched, double (*pred)[2], double spread[2][2]) {
     line_key *k = malloc((size_t)(ne ? ne : 1) * sizeof *k);
@@ -71,7 +39,7 @@ int ts_loop_model_fit(int ne, const unsigned char *dir, const int64_t *line, con
             int nv = 0;
             for (int i = 0; i < ne; i++)
                 if (dir[i] == d && vouched[i]) v[nv++] = dn[i][x];
-            whole[d][x] = nv ? median(v, nv) : NAN;
+            whole[d][x] = nv ? ts_median_double(v, (size_t)nv) : NAN;
         }
     for (int i = 0; i < ne; i++) {
         /* Lines are grid coordinates (< 2^31 apart, loops.c's key). */
@@ -88,7 +56,7 @@ int ts_loop_model_fit(int ne, const unsigned char *dir, const int64_t *line, con
             int nv = 0;
             for (int j = s; j < e; j++)
                 if (vouched[k[j].edge]) v[nv++] = dn[k[j].edge][x];
-            med[x] = nv >= LINE_MIN_EDGES ? median(v, nv) : whole[d][x];
+            med[x] = nv >= LINE_MIN_EDGES ? ts_median_double(v, (size_t)nv) : whole[d][x];
         }
         for (int j = s; j < e; j++) pred[k[j].edge][0] = med[0], pred[k[j].edge][1] = med[1];
         s = e;
@@ -98,7 +66,7 @@ int ts_loop_model_fit(int ne, const unsigned char *dir, const int64_t *line, con
             int nv = 0;
             for (int i = 0; i < ne; i++)
                 if (dir[i] == d && vouched[i]) v[nv++] = fabs(dn[i][x] - pred[i][x]);
-            spread[d][x] = nv ? 1.4826 * median(v, nv) : 0;
+            spread[d][x] = nv ? 1.4826 * ts_median_double(v, (size_t)nv) : 0;
         }
     free(k);
     free(v);

@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "common/outpath.h"
 #include "common/pool.h"
+#include "common/select.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,51 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* Puts the value of rank k of v[0, n) at v[k], smaller-or-equal values
- * before it (quickselect, median-of-three pivots; qsort of what is left
- * when a run of bad pivots makes it slow). The ranks are the sort's, so the
- * median below is the value sorting gave: sorting 167k pairs' shifts twice
- * was 45 ms of tessera solve's serial start on the 409 x 409 plate. */
-static void select_rank(double *v, int n, int k) {
-    int lo = 0, hi = n - 1, rounds = 0;
-    while (hi > lo) {
-        if (++rounds > 64) {
-            qsort(v + lo, (size_t)(hi - lo + 1), sizeof *v, cmp_double);
-            return;
-        }
-        int mid = lo + (hi - lo) / 2;
-        double a = v[lo], b = v[mid], c = v[hi];
-        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        int i = lo, j = hi;
-        while (i <= j) { /* Hoare partition: [lo, j] <= pivot <= [i, hi] */
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
-            if (i <= j) {
-                double t = v[i];
-                v[i] = v[j], v[j] = t;
-                i++, j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return; /* j < k < i: v[k] == pivot */
-    }
-}
-
-static double median(double *v, int n) {
-    if (n == 0) return 0.0;
-    select_rank(v, n, n / 2);
-    if (n % 2) return v[n / 2];
-    double below = v[0]; /* rank n/2 - 1: the largest of the lower part */
-    for (int i = 1; i < n / 2; i++)
-        if (v[i] > below) below = v[i];
-    return 0.5 * (below + v[n / 2]);
-}
+/* The pairs' median shift (ts_median_double: selection, not sorting 167k
+ * pairs' shifts twice, which was 45 ms of tessera solve's serial start on
+ * the 409 x 409 plate); 0 with no pairs. */
+static double median(double *v, int n) { return n ? ts_median_double(v, (size_t)n) : 0.0; }
 
 void ts_solve_pitch_from_pairs(const ts_well_shifts *w, bool names_yx, double *pitch_y, double *pitch_x) {
     *pitch_y = *pitch_x = 0.0;
