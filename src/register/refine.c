@@ -398,7 +398,7 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
         int ylo = iy < 0 ? -iy : 0, yhi = h - 1 - iy < h ? h - 1 - iy : h;
         int xlo = ix < 0 ? -ix : 0, xhi = w - 1 - ix < w ? w - 1 - ix : w;
         if (yhi - ylo < 4 || xhi - xlo < 4) return false;
-        double m[4][4] = {{0}}, v[4] = {0}, ee = 0;
+        double m[4][4] = {{0}}, v[4] = {0};
         for (int y = ylo; y < yhi; y++) {
             size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
             const float *pb = b + (size_t)y * (size_t)w;
@@ -418,7 +418,7 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
                          W11 = ts_v4f_splat(w11), G = ts_v4f_splat(g), OFF = ts_v4f_splat(off),
                          CA = ts_v4f_splat(ca);
             ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0},
-                   M23 = {0}, V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0}, E2 = {0};
+                   M23 = {0}, V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0};
             int x = 0;
             for (; x + 4 <= nx; x += 4) {
                 ts_v4f av = W00 * ts_v4f_load(a0 + x) + W01 * ts_v4f_load(a0 + x + 1) +
@@ -432,10 +432,10 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
                 M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
                 M11 += j1 * j1; M12 += j1 * av; M13 += j1;
                 M22 += av * av; M23 += av;
-                V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e; E2 += e * e;
+                V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e;
             }
             float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
-            float v0 = 0, v1 = 0, v2 = 0, v3 = 0, e2 = 0;
+            float v0 = 0, v1 = 0, v2 = 0, v3 = 0;
             for (; x < nx; x++) {
                 float av = w00 * a0[x] + w01 * a0[x + 1] + w10 * a1[x] + w11 * a1[x + 1] - ca;
                 float ay = w00 * gy0[x] + w01 * gy0[x + 1] + w10 * gy1[x] + w11 * gy1[x + 1];
@@ -445,7 +445,7 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
                 m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
                 m11 += j1 * j1; m12 += j1 * av; m13 += j1;
                 m22 += av * av; m23 += av;
-                v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e; e2 += e * e;
+                v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e;
             }
             m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
             m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
@@ -453,12 +453,10 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
             m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)(xhi - xlo);
             v[0] += ts_v4f_sum(V0) + v0, v[1] += ts_v4f_sum(V1) + v1;
             v[2] += ts_v4f_sum(V2) + v2, v[3] += ts_v4f_sum(V3) + v3;
-            ee += ts_v4f_sum(E2) + e2;
         }
         for (int p = 0; p < 4; p++)
             for (int q = 0; q < p; q++) m[p][q] = m[q][p];
         grad2 = (m[0][0] + m[1][1]) / (gain * gain), count = m[3][3];
-        (void)ee;
         double step[4];
         if (!solve4(m, v, step)) return false;
         ty += step[0];
