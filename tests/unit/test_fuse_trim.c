@@ -22,7 +22,12 @@
 #include "fuse/fuse_internal.h"
 #include "tessera/tessera.h"
 
+/* Windows widened: a plate that no longer trims any plane would pass
+ * without testing anything. */
+static int widened;
+
 static void widen(void) {
+    __atomic_fetch_add(&widened, 1, __ATOMIC_RELAXED);
     const struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
 }
@@ -115,8 +120,10 @@ static void test_trim_window_keeps_strips(void **state) {
         char out[600];
         snprintf(out, sizeof out, "%s%d", got, run);
         fuse_test_trim_window = widen;
+        widened = 0;
         fuse_to(plate, truth, out, run == 0 ? 4 : 2);
         fuse_test_trim_window = NULL;
+        if (widened == 0) fail_msg("run %d trimmed no plane: the window was never widened", run);
         assert_int_equal(same_tree(ref, out), 0);
     }
 }
