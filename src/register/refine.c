@@ -172,6 +172,25 @@ static bool solve4(double m[4][4], double v[4], double x[4]) {
     return true;
 }
 
+/* One Gauss-Newton step on (ty, tx, gain, offset) from the normal
+ * equations m (upper triangle; the lower one is filled in here) and v:
+ * false where m is singular or the shift leaves the 2 px leash around
+ * (y0, x0); *done once the shift moved less than 1e-3 px. */
+static bool gn_step(double m[4][4], double v[4], double y0, double x0, double *ty, double *tx, double *gain,
+                    double *offset, bool *done) {
+    for (int p = 0; p < 4; p++)
+        for (int q = 0; q < p; q++) m[p][q] = m[q][p];
+    double step[4];
+    if (!solve4(m, v, step)) return false;
+    *ty += step[0];
+    *tx += step[1];
+    *gain += step[2];
+    *offset += step[3];
+    if (!isfinite(*ty) || !isfinite(*tx) || fabs(*ty - y0) > 2.0 || fabs(*tx - x0) > 2.0) return false;
+    *done = fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3;
+    return true;
+}
+
 /* The normal equations (J = [gain ay, gain ax, a - centre, 1]) of the fit
  * at shift (ty, tx) into m (upper triangle) and v; false when the domain
  * is thinner than 4 px. V, D: rows of w + 3 floats. */
@@ -454,17 +473,10 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
             v[0] += ts_v4f_sum(V0) + v0, v[1] += ts_v4f_sum(V1) + v1;
             v[2] += ts_v4f_sum(V2) + v2, v[3] += ts_v4f_sum(V3) + v3;
         }
-        for (int p = 0; p < 4; p++)
-            for (int q = 0; q < p; q++) m[p][q] = m[q][p];
         grad2 = (m[0][0] + m[1][1]) / (gain * gain), count = m[3][3];
-        double step[4];
-        if (!solve4(m, v, step)) return false;
-        ty += step[0];
-        tx += step[1];
-        gain += step[2];
-        offset += step[3];
-        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 2.0 || fabs(tx - x0) > 2.0) return false;
-        if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
+        bool done;
+        if (!gn_step(m, v, y0, x0, &ty, &tx, &gain, &offset, &done)) return false;
+        if (done) break;
     }
     if (!(gain > 0)) return false;
     *dy = ty;
@@ -495,19 +507,12 @@ static bool fit(const float *coef, const float *b, int h, int w, int margin, dou
         if (yhi - ylo >= 4 && xhi - xlo >= 4) break;
     }
     for (int it = 0; it < 16; it++) {
-        double step[4];
         if (!normal_equations(coef, b, h, w, ty, tx, M, gain, offset, centre, V, D, m, v, &ee)) return false;
-        for (int p = 0; p < 4; p++)
-            for (int q = 0; q < p; q++) m[p][q] = m[q][p];
         const double g2 = (m[0][0] + m[1][1]) / (gain * gain);
-        if (!solve4(m, v, step)) return false;
-        ty += step[0];
-        tx += step[1];
-        gain += step[2];
-        offset += step[3];
-        if (!isfinite(ty) || !isfinite(tx) || fabs(ty - y0) > 2.0 || fabs(tx - x0) > 2.0) return false;
+        bool done;
+        if (!gn_step(m, v, y0, x0, &ty, &tx, &gain, &offset, &done)) return false;
         *noise = g2 > 0 ? ee / g2 : INFINITY;
-        if (fabs(step[0]) < 1e-3 && fabs(step[1]) < 1e-3) break;
+        if (done) break;
     }
     if (!(gain > 0)) return false;
     *dy = ty;
