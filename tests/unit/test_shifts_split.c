@@ -267,9 +267,11 @@ static void test_find_split(void **state) {
     assert_false(ts_yaml_find_split(deeper, strlen(deeper), 0, &split, &well, &wl));
 }
 
-/* Reads path at every line start as the split target: the same model as
- * one parser, or the same error; returns how often the split was taken. */
+/* Writes text to path and reads it at every line start as the split
+ * target: the same model as one parser, or the same error; returns how
+ * often the split was taken. */
 static int read_everywhere(const char *path, const char *text) {
+    write_text(path, text);
     ts_shifts *ref = NULL;
     ts_error ref_err = {0};
     ts_status ref_st = read_single(path, &ref, &ref_err);
@@ -307,7 +309,6 @@ static void test_split_in_quoted_scalar(void **state) {
                     "  - [A/1/000000, A/1/001000, 3.0, 4.0, 0.5]\n"
                     "  - [A/1/000000, A/1/001000, 5.0, 6.0, 0.5]\n"
                     "  \"\n";
-    write_text(path, t);
     assert_int_equal(read_everywhere(path, t), 0);
     remove(path);
 }
@@ -329,7 +330,6 @@ static void test_split_repeated_keys(void **state) {
                       "  - [A/1/000000, A/1/001000, 5.0, 6.0, 0.5]\n"
                       "tiles:\n"
                       "  A/1: ['000000']\n";
-    write_text(path, top);
     assert_int_equal(read_everywhere(path, top), 0);
     ts_shifts *s = NULL;
     ts_error err;
@@ -347,7 +347,6 @@ static void test_split_repeated_keys(void **state) {
                         "  - [B/2/000000, B/2/001000, 3.0, 4.0, 0.5]\n"
                         "  A/1:\n"
                         "  - [A/1/000000, A/1/001000, 5.0, 6.0, 0.5]\n";
-    write_text(path, wells);
     assert_int_equal(read_everywhere(path, wells), 0);
     remove(path);
 }
@@ -365,7 +364,6 @@ static void test_split_errors_and_fallbacks(void **state) {
                        "  - [A/1/000000, A/1/001000, 1.0, 2.0, 0.5]\n"
                        "  - [A/1/000000, A/1/001000, 3.0, 4.0, 0.5]\n"
                        "  - [A/1/000000, A/1/001000, 5.0, x6.0, 0.5]\n";
-    write_text(path, late);
     assert_int_equal(read_everywhere(path, late), 0);
     ts_shifts *s = NULL;
     ts_error err;
@@ -377,7 +375,6 @@ static void test_split_errors_and_fallbacks(void **state) {
                         "  A/1:\n"
                         "  - [A/1/000000, A/1/001000, 1.0, 2.0, 1.5]\n"
                         "  - [A/1/000000, A/1/001000, 3.0, 4.0, 0.5]\n";
-    write_text(path, early);
     assert_int_equal(read_everywhere(path, early), 0);
     /* Outliers after the split refer to pairs of both parts. */
     const char *ok = "total_translation: {A/1/000000: [0, 0]}\n"
@@ -395,7 +392,6 @@ static void test_split_errors_and_fallbacks(void **state) {
                      "positions:\n"
                      "  A/1/002000: [1, 2]\n"
                      "names_yx: true\n";
-    write_text(path, ok);
     assert_true(read_everywhere(path, ok) >= 2);
     assert_int_equal(read_split_at(path, (long long)(strstr(ok, "  # comment") - ok), &parts, &s, &err), TS_OK);
     assert_int_equal(parts, 2);
@@ -411,7 +407,6 @@ static void test_split_errors_and_fallbacks(void **state) {
                         "  - [A/1/001000, A/1/002000, 3.0, 4.0, 0.5]\n"
                         "outliers:\n"
                         "  A/1: [2]\n";
-    write_text(path, range);
     assert_int_equal(read_everywhere(path, range), 0);
     /* %TAG directives: never split (B would not know the handle). */
     const char *tags = "%TAG !t! tag:example.com,2026:\n"
@@ -421,7 +416,6 @@ static void test_split_errors_and_fallbacks(void **state) {
                        "  A/1:\n"
                        "  - [A/1/000000, A/1/001000, 1.0, 2.0, 0.5]\n"
                        "  - [A/1/001000, A/1/002000, !t!n 3.0, 4.0, 0.5]\n";
-    write_text(path, tags);
     assert_int_equal(read_everywhere(path, tags), 0);
     remove(path);
 }
