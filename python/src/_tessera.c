@@ -235,6 +235,7 @@ static int apply_keywords(char *base, const field *fields, PyObject *kw, const c
 
 #define F(S, name, k, member) {name, k, offsetof(S, member), 0}
 #define CODEC(S) {"codec", K_CODEC, offsetof(S, codec), offsetof(S, codec_level)}
+#define PROGRESS(S) {"progress", K_PROGRESS, offsetof(S, progress), offsetof(S, progress_user)}
 
 static const field SIMULATE_FIELDS[] = {
     F(ts_simulate_options, "wells", K_STR, wells),
@@ -293,7 +294,7 @@ static const field ESTIMATE_FIELDS[] = {
     F(ts_estimate_options, "accept_poor", K_BOOL, accept_poor),
     F(ts_estimate_options, "no_stage_model", K_BOOL, no_stage_model),
     {"positions", K_POSITIONS, offsetof(ts_estimate_options, positions), offsetof(ts_estimate_options, positions_file)},
-    {"progress", K_PROGRESS, offsetof(ts_estimate_options, progress), offsetof(ts_estimate_options, progress_user)},
+    PROGRESS(ts_estimate_options),
     SOLVE_FIELDS(ts_estimate_options, solve.),
     {NULL, 0, 0, 0}};
 
@@ -316,7 +317,7 @@ static const field FUSE_FIELDS[] = {
     F(ts_fuse_options, "memory", K_SIZE, memory),
     F(ts_fuse_options, "resume", K_BOOL, resume),
     F(ts_fuse_options, "device", K_DEVICE, device),
-    {"progress", K_PROGRESS, offsetof(ts_fuse_options, progress), offsetof(ts_fuse_options, progress_user)},
+    PROGRESS(ts_fuse_options),
     {NULL, 0, 0, 0}};
 
 static const field IMPORT_FIELDS[] = {
@@ -333,7 +334,7 @@ static const field IMPORT_FIELDS[] = {
     F(ts_import_options, "scale_y", K_DOUBLE, scale_y),
     F(ts_import_options, "scale_x", K_DOUBLE, scale_x),
     F(ts_import_options, "threads", K_INT, threads),
-    {"progress", K_PROGRESS, offsetof(ts_import_options, progress), offsetof(ts_import_options, progress_user)},
+    PROGRESS(ts_import_options),
     {NULL, 0, 0, 0}};
 
 /* fuse's orientation flags: given only when one is passed (else the
