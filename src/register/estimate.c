@@ -746,9 +746,8 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
  * solve. */
 static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     if (c->opt->no_stage_model) return TS_OK;
-    /* On every rank, in the canonical order (the file's, whatever the
-     * schedule): each registers a share, every rank gets every result. */
-    qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
+    /* c->edges in the canonical order on every rank (ts_estimate_run):
+     * each registers a share, every rank gets every result. */
     ts_stage_pair *p = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *p);
     for (int64_t i = 0; p && i < c->nedges; i++) {
         const edge *e = &c->edges[i];
@@ -785,9 +784,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
 static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *result, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
     ts_status st;
-    /* The file lists pairs in the canonical order, whatever the schedule
-     * (which depends on the thread count and cache size). */
-    qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
+    /* c->edges is in the canonical order (ts_estimate_run): the file's. */
 
     /* Pairs without a match (a blank or featureless tile) are not
      * measurements: left out of the solve and of the file, so such a tile,
@@ -880,6 +877,11 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = gather_results(&c, err);
     st = ts_dist_agree(dist, st, err);
+    /* The pairs in the canonical order, whatever the schedule (which
+     * depends on the thread count and cache size), once, on every rank:
+     * the stage pass shares them out by it, the solve and the file list
+     * them in it. */
+    if (st == TS_OK) qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_canon);
     /* Every rank or none (the pass's collectives) */
     if (st == TS_OK) st = stage_model_pass(&c, result, err);
     st = ts_dist_agree(dist, st, err);
