@@ -369,13 +369,13 @@ static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
     return st;
 }
 
-/* Shape of the first tile (all tiles must share it). */
 /* The largest tile side estimate takes: the strip geometry, registrars and
  * shifts file hold sides as int (sums of two sides included). Tiles that
  * large cannot be registered anyway; the --cache and registrar checks say
  * why for the ones below it. */
 #define TS_MAX_TILE_SIDE (1 << 30)
 
+/* Shape of the first tile (all tiles must share it). */
 static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
     for (int w = 0; w < c->plate->nwells; w++) {
         if (c->plate->wells[w].npositions == 0) continue;
