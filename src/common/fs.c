@@ -176,14 +176,10 @@ ts_status ts_open_regular(const char *path, int *fd_out, uint64_t *file_size, bo
     return TS_OK;
 }
 
-ts_status ts_read_file_max(const char *path, uint64_t max_size, void **data, size_t *size, bool *found,
-                           ts_error *err) {
+ts_status ts_read_fd(int fd, const char *path, uint64_t fsize, uint64_t max_size, void **data, size_t *size,
+                     ts_error *err) {
     *data = NULL;
     *size = 0;
-    int fd;
-    uint64_t fsize;
-    ts_status st = ts_open_regular(path, &fd, &fsize, found, err);
-    if (st || !*found) return st;
     /* The size is checked before anything is allocated or read: a sparse
      * file claims gigabytes for free. Reading stops at max_size + 1 bytes
      * too, in case the file grows meanwhile. */
@@ -238,6 +234,17 @@ ts_status ts_read_file_max(const char *path, uint64_t max_size, void **data, siz
     *data = buf;
     *size = got;
     return TS_OK;
+}
+
+ts_status ts_read_file_max(const char *path, uint64_t max_size, void **data, size_t *size, bool *found,
+                           ts_error *err) {
+    *data = NULL;
+    *size = 0;
+    int fd;
+    uint64_t fsize;
+    ts_status st = ts_open_regular(path, &fd, &fsize, found, err);
+    if (st || !*found) return st;
+    return ts_read_fd(fd, path, fsize, max_size, data, size, err);
 }
 
 ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err) {

@@ -39,6 +39,13 @@ ts_status ts_read_file(const char *path, void **data, size_t *size, ts_error *er
 /* Like ts_read_file but a missing file is not an error: *found = false. */
 ts_status ts_read_file_opt(const char *path, void **data, size_t *size, bool *found, ts_error *err);
 
+/* The rest of fd, a regular file of fsize bytes (ts_open_regular's), as
+ * ts_read_file_max reads it (NUL-terminated; more than max_size bytes is
+ * TS_ERR_CORRUPT naming path); closes fd. For a caller that looks at the
+ * size before deciding how to read. */
+ts_status ts_read_fd(int fd, const char *path, uint64_t fsize, uint64_t max_size, void **data, size_t *size,
+                     ts_error *err);
+
 /* Like ts_read_file_opt, but a file of more than max_size bytes is
  * TS_ERR_CORRUPT naming it, found from its size before anything is read. */
 ts_status ts_read_file_max(const char *path, uint64_t max_size, void **data, size_t *size, bool *found,

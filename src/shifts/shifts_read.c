@@ -1057,35 +1057,6 @@ static bool read_split(const char *path, const char *buf, size_t len, size_t tar
     return ok;
 }
 
-/* The whole file into memory (a large one: the split read needs it). */
-static ts_status slurp(int fd, const char *path, uint64_t size_hint, char **buf, size_t *len, ts_error *err) {
-    size_t cap = (size_t)size_hint + 1, n = 0;
-    char *b = malloc(cap);
-    if (!b) return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                return ts_fail(err, TS_ERR_NOMEM, "reading '%s': out of memory", path);
-            }
-            b = nb;
-            cap *= 2;
-        }
-        ssize_t k = read(fd, b + n, cap - n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            free(b);
-            return ts_fail(err, TS_ERR_IO, "cannot read '%s'", path);
-        }
-        if (k == 0) break;
-        n += (size_t)k;
-    }
-    *buf = b;
-    *len = n;
-    return TS_OK;
-}
-
 ts_status ts_shifts_read_ex(const char *path, ts_shifts_read_opts *o, ts_shifts **out, ts_error *err) {
     *out = NULL;
     if (o) o->parts = 1;
@@ -1103,9 +1074,11 @@ ts_status ts_shifts_read_ex(const char *path, ts_shifts_read_opts *o, ts_shifts 
     size_t len = 0;
     FILE *f = NULL;
     if (split) {
-        ts_status st = slurp(fd, path, fsize, &buf, &len, err);
-        close(fd);
+        /* The whole file into memory: the split read needs it. */
+        void *data = NULL;
+        ts_status st = ts_read_fd(fd, path, fsize, UINT64_MAX, &data, &len, err);
         if (st) return st;
+        buf = data;
         size_t target = o && o->split_target >= 0 ? (size_t)o->split_target : (size_t)(TS_SHIFTS_SPLIT_AT * (double)len);
         if (read_split(path, buf, len, target, out)) {
             free(buf);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,28 @@ static void test_atomic_write_and_read(void **state) {
     assert_int_equal(n, 5);
     assert_memory_equal(data, "hello", 5);
     free(data);
+    /* The same bytes from an fd opened first (shifts_read looks at the
+     * size before reading), which ts_read_fd closes; a limit below the size
+     * is refused before anything is read. */
+    int fd;
+    uint64_t fsize;
+    bool found;
+    for (int limit = 0; limit < 2; limit++) {
+        assert_int_equal(ts_open_regular(path, &fd, &fsize, &found, &err), TS_OK);
+        assert_true(found);
+        assert_int_equal(fsize, 5);
+        ts_status st = ts_read_fd(fd, path, fsize, limit ? UINT64_MAX : 4, &data, &n, &err);
+        assert_int_equal(fcntl(fd, F_GETFD), -1);
+        if (!limit) {
+            assert_int_equal(st, TS_ERR_CORRUPT);
+            assert_non_null(strstr(err.message, "file.bin"));
+            continue;
+        }
+        assert_int_equal(st, TS_OK);
+        assert_int_equal(n, 5);
+        assert_string_equal(data, "hello");
+        free(data);
+    }
     assert_int_equal(ts_read_file("/nonexistent/x", &data, &n, &err), TS_ERR_IO);
     assert_non_null(strstr(err.message, "/nonexistent/x"));
     assert_int_equal(ts_remove_tree(dir, &err), TS_OK);
