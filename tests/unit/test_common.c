@@ -16,7 +16,6 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/pool.h"
-#include "common/select.h"
 
 static atomic_llong sum;
 
@@ -207,40 +206,6 @@ static void test_error_context(void **state) {
     assert_int_equal(err.code, TS_ERR_CORRUPT);
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* ts_median_double gives the sorted median (mean of the middle two for even
- * n) for the inputs that trouble a quickselect: sorted, reversed, all equal,
- * few distinct values, and random ones, of odd and even sizes. */
-static void test_median_double_is_the_sorted_median(void **state) {
-    (void)state;
-    enum { N = 2001 };
-    double *v = malloc(N * sizeof *v), *c = malloc(N * sizeof *c);
-    assert_non_null(v);
-    assert_non_null(c);
-    unsigned seed = 12345;
-    const int sizes[] = {1, 2, 3, 4, 7, 10, 100, 1000, N};
-    for (int kind = 0; kind < 5; kind++)
-        for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
-            int n = sizes[z];
-            for (int i = 0; i < n; i++) {
-                seed = seed * 1103515245u + 12345u;
-                double r = (double)(seed >> 8) / (1 << 24) * 200.0 - 100.0;
-                v[i] = kind == 0 ? i : kind == 1 ? n - i : kind == 2 ? 3.5 : kind == 3 ? (double)((seed >> 16) % 3) : r;
-            }
-            memcpy(c, v, (size_t)n * sizeof *c);
-            qsort(c, (size_t)n, sizeof *c, cmp_double);
-            double want = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-            double got = ts_median_double(v, (size_t)n);
-            if (got != want) fail_msg("kind %d n %d: median %.17g, sorted %.17g", kind, n, got, want);
-        }
-    free(v);
-    free(c);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_sums_every_index_once),
@@ -249,7 +214,6 @@ int main(void) {
         cmocka_unit_test(test_atomic_write_leaves_foreign_temporaries),
         cmocka_unit_test(test_temp_dirs_and_their_sweep),
         cmocka_unit_test(test_error_context),
-        cmocka_unit_test(test_median_double_is_the_sorted_median),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

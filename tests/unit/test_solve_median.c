@@ -1,6 +1,7 @@
 /* ts_solve_pitch_from_pairs takes the median of the pairs' shifts by
- * selection, not by sorting: the same value a sort gives, for odd and even
- * counts, duplicates, negatives and sorted or reversed input. */
+ * selection, not by sorting (ts_median_double, the loop check's stage model
+ * uses it too): the same value a sort gives, for odd and even counts,
+ * duplicates, negatives and sorted or reversed input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
