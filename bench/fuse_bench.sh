@@ -57,6 +57,7 @@ throughput 5x4 2048x2048 205
 echo "== peak RSS vs canvas area (tiles 256x256, overlap 26, --chunk 128 --shard 4 --memory 16M, threads $THREADS)"
 dflt=()
 rss1=""
+fixed1=""
 for g in "16x16 1x" "32x32 4x" "64x64 16x"; do
   set -- $g
   rm -rf "$WORK/p.zarr" "$WORK/o.zarr"
@@ -66,7 +67,8 @@ for g in "16x16 1x" "32x32 4x" "64x64 16x"; do
     --shard 4 --memory 16M --threads "$THREADS" --json > "$WORK/fuse.json"
   r=$(awk '{printf "%.1f", $1/1024}' "$WORK/rss")
   c=$("$PY" -c "import json;d=json.load(open('$WORK/fuse.json'));print(d['canvas'], '%.1f MP/s, strips held at most %.1f MB' % (d['megapixels_per_second'], d['peak_strip_bytes']/2**20))")
-  echo "area $2 (grid $1, canvas ${c}): tessera peak_rss_mb=$r"
+  [ -z "$fixed1" ] && fixed1=$r
+  echo "area $2 (grid $1, canvas ${c}): tessera peak_rss_mb=$r ($("$PY" -c "print('%+.1f%%' % (($r / $fixed1 - 1) * 100))") against 1x)"
   # the same plate at the default --memory (2G) and layout (issue 12)
   rm -rf "$WORK/o.zarr"
   /usr/bin/time -f "%M" -o "$WORK/rss" "$T" fuse -q "$WORK/p.zarr" "$WORK/t.yaml" -o "$WORK/o.zarr" --threads "$THREADS" \
