@@ -444,7 +444,19 @@ typedef struct ts_fuse_options {
     bool resume;
     /* Default TS_DEVICE_CPU (docs/gpu.md): the GPU writes the same bytes. */
     ts_device device;
+    /* Which of format, chunk, shard, levels and codec the caller chose
+     * (TS_FUSE_GIVEN_* bits; the CLI sets one per flag given). With t_out
+     * into an existing mosaic its own layout and codec are used; a chosen
+     * value that differs from them is refused (TS_ERR_ARG naming both)
+     * instead of being ignored. 0 (default): nothing chosen. */
+    unsigned given;
 } ts_fuse_options;
+
+#define TS_FUSE_GIVEN_FORMAT 1u
+#define TS_FUSE_GIVEN_CHUNK 2u
+#define TS_FUSE_GIVEN_SHARD 4u
+#define TS_FUSE_GIVEN_LEVELS 8u
+#define TS_FUSE_GIVEN_CODEC 16u
 
 void ts_fuse_options_init(ts_fuse_options *opt);
 ts_status ts_fuse(const ts_fuse_options *opt, ts_error *err);

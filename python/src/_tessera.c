@@ -365,6 +365,16 @@ static int fuse_orientation(ts_fuse_options *o, PyObject *kw) {
     return 0;
 }
 
+/* fuse's layout keywords given (opt->given): with t_out into an existing
+ * mosaic a differing one is refused rather than ignored. */
+static void fuse_given(ts_fuse_options *o, PyObject *kw) {
+    static const char *const names[] = {"format", "chunk", "shard", "levels", "codec"};
+    static const unsigned bits[] = {TS_FUSE_GIVEN_FORMAT, TS_FUSE_GIVEN_CHUNK, TS_FUSE_GIVEN_SHARD,
+                                    TS_FUSE_GIVEN_LEVELS, TS_FUSE_GIVEN_CODEC};
+    for (int i = 0; kw && i < 5; i++)
+        if (PyDict_GetItemString(kw, names[i])) o->given |= bits[i];
+}
+
 /* -------------------------------------------------------------- results */
 
 static PyObject *overlap_dict(const ts_overlap_qc *q) {
@@ -492,6 +502,7 @@ static PyObject *py_fuse(PyObject *self, PyObject *args, PyObject *kw) {
     progress_ctx prog = {0};
     PyObject *rest = kw ? PyDict_Copy(kw) : NULL; /* the orientation flags are taken out of it */
     if (kw && !rest) return NULL;
+    fuse_given(&o, rest);
     if (positional_paths(args, 3, paths, names) || fuse_orientation(&o, rest) ||
         apply_keywords((char *)&o, FUSE_FIELDS, rest, "fuse", &prog)) {
         Py_XDECREF(rest);

@@ -168,6 +168,15 @@ check(re == tessera.read_shifts(path("cli_l2.yaml")), "solve() differs from `tes
 names, arr = tessera.positions_array(shifts, "A/1")
 check(arr.shape == (12, 2) and names == shifts["tiles"]["A/1"], f"positions_array: {arr.shape}")
 
+# --- t_out into an existing mosaic: a layout keyword that differs from it is
+# refused (it was ignored); its own values, given, are taken
+tessera.fuse(plate, shifts, path("py_mosaic.zarr"), t_out=0, wells="A/1", format="0.4", levels=1, codec="blosc-lz4")
+try:
+    tessera.fuse(plate, shifts, path("py_mosaic.zarr"), t_out=0, wells="A/1", chunk=256)
+    check(False, "t_out with another chunk than the existing mosaic's was accepted")
+except tessera.TesseraError as e:
+    check("--chunk 256" in str(e) and e.status == "arg", f"t_out chunk mismatch: {e.status}: {e}")
+
 # --- errors
 try:
     tessera.estimate(path("nope.zarr"), 32)

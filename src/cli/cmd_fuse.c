@@ -67,6 +67,7 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
     if (!strcmp(a, "--format")) {
         VALUE();
         if (!cli_format(cmd, v, &o->format)) return -1;
+        o->given |= TS_FUSE_GIVEN_FORMAT;
     } else if (!strcmp(a, "--blend")) {
         VALUE();
         static const char *const NAMES[] = {"edt", "average", "label"};
@@ -88,15 +89,19 @@ int cli_fuse_option(const char *cmd, int argc, char **argv, int *i, ts_fuse_opti
     } else if (!strcmp(a, "--chunk")) {
         VALUE();
         if (!cli_int(cmd, a, v, 1, 65536, &o->chunk)) return -1;
+        o->given |= TS_FUSE_GIVEN_CHUNK;
     } else if (!strcmp(a, "--shard")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 4096, &o->shard)) return -1;
+        o->given |= TS_FUSE_GIVEN_SHARD;
     } else if (!strcmp(a, "--codec")) {
         VALUE();
         if (!cli_codec_level(cmd, v, &o->codec, &o->codec_level)) return -1;
+        o->given |= TS_FUSE_GIVEN_CODEC;
     } else if (!strcmp(a, "--levels")) {
         VALUE();
         if (!cli_int(cmd, a, v, 0, 16, &o->levels)) return -1;
+        o->given |= TS_FUSE_GIVEN_LEVELS;
     } else if (!strcmp(a, "--tcz")) {
         VALUE();
         static const char *const NAMES[] = {"min", "max"};
@@ -144,8 +149,8 @@ bool cli_device(const char *cmd, const char *v, ts_device *d) {
 }
 
 /* One line on stderr: what was written and in which layout (a --t-out run
- * into an existing mosaic takes that mosaic's chunk and shard, whatever the
- * flags say, so the line is where a user sees the layout used). */
+ * into an existing mosaic takes that mosaic's chunk and shard: a flag that
+ * differs is refused, a flag left out takes them, and the line shows them). */
 void cli_fuse_summary(const char *cmd, const char *output, const ts_fuse_result *r, double seconds) {
     fprintf(stderr, "tessera %s: wrote %s: %d well%s, %lld tiles, canvas %lldx%lld px, chunk %d, shard %d, "
             "%lld blocks written", cmd, output, r->wells, r->wells == 1 ? "" : "s", (long long)r->tiles,

@@ -248,7 +248,12 @@ static ts_status claim_output(const ts_fuse_options *o, ts_output_lock *lock, ts
     bool exists = false;
     ts_ome_version version = o->format;
     if ((st = ts_store_check_kind(o->output, TS_STORE_MOSAIC_PLATE, &version, &exists, err)) != TS_OK) return st;
-    /* --t-out writes into the existing mosaic: its format rules. */
+    /* --t-out writes into the existing mosaic: its format rules (a format
+     * the caller chose that differs is refused, as check_given_layout). */
+    if (exists && o->t_out >= 0 && (o->given & TS_FUSE_GIVEN_FORMAT) && version != o->format)
+        return ts_fail(err, TS_ERR_ARG, "%s is an OME-Zarr %s plate; --format %s differs, and --t-out writes into "
+                       "it in its own format (leave --format out, or write to another output)", o->output,
+                       version == TS_OME_04 ? "0.4" : "0.5", o->format == TS_OME_04 ? "0.4" : "0.5");
     if (exists && o->t_out >= 0) *format = (int32_t)version;
     else if (exists && version != o->format)
         return ts_fail(err, TS_ERR_IO, "%s is an OME-Zarr %s plate; this run writes %s, which would put %s "
@@ -288,6 +293,11 @@ static ts_status peek_existing(const char *image_path, existing_out *ex, ts_erro
     ex->dtype = m->dtype;
     ex->chunk = m->sharded ? m->sharding.inner_chunk[3] : m->chunk[3];
     ex->shard = m->sharded ? m->chunk[3] / ex->chunk : 0;
+    const tz_codec_chain *chain = m->sharded ? &m->sharding.codecs : &m->codecs;
+    for (int i = 0; i < chain->n; i++)
+        if (chain->c[i].id == TZ_CODEC_BLOSC || chain->c[i].id == TZ_CODEC_ZSTD || chain->c[i].id == TZ_CODEC_GZIP ||
+            chain->c[i].id == TZ_CODEC_ZLIB)
+            ex->compressor = chain->c[i];
     tz_array_close(arr);
     /* Its pyramid is kept whole: a --t-out run updates every level it has
      * (fewer would leave stale levels, more would add levels holding only
@@ -296,6 +306,66 @@ static ts_status peek_existing(const char *image_path, existing_out *ex, ts_erro
         snprintf(path, sizeof path, "%s/%d", image_path, ex->levels + 1);
         if (!ts_is_dir(path)) break;
         ex->levels++;
+    }
+    return TS_OK;
+}
+
+/* A codec as fuse's --codec spells it (NAME:LEVEL), or its parts where it
+ * is none of those (a store another tool wrote). */
+static void codec_text(const tz_codec *c, char *buf, size_t n) {
+    if (!c->id) {
+        snprintf(buf, n, "none");
+        return;
+    }
+    switch (c->id) {
+    case TZ_CODEC_ZSTD: snprintf(buf, n, "zstd:%d", c->level); break;
+    case TZ_CODEC_GZIP: snprintf(buf, n, "gzip:%d", c->level); break;
+    case TZ_CODEC_BLOSC:
+        if ((!strcmp(c->cname, "lz4") || !strcmp(c->cname, "zstd")) && c->shuffle == TZ_SHUFFLE_BYTE)
+            snprintf(buf, n, "blosc-%s:%d", c->cname, c->level);
+        else
+            snprintf(buf, n, "blosc %s:%d shuffle %d", c->cname, c->level, (int)c->shuffle);
+        break;
+    default: snprintf(buf, n, "zlib:%d", c->level); break;
+    }
+}
+
+static bool same_codec(const tz_codec *a, const tz_codec *b) {
+    if (a->id != b->id) return false;
+    if (!a->id) return true;
+    return a->level == b->level && (a->id != TZ_CODEC_BLOSC || (!strcmp(a->cname, b->cname) && a->shuffle == b->shuffle));
+}
+
+/* --t-out into an existing mosaic writes in its layout and codec: a value
+ * the caller chose (opt->given) that differs is refused, not ignored (a
+ * time series fused with --chunk 256 into a mosaic of 512-px chunks
+ * otherwise came out in 512 px, exit 0). The format is claim_output's. */
+static ts_status check_given_layout(const ts_fuse_options *opt, const existing_out *ex, const char *image_path,
+                                    ts_error *err) {
+    static const char tail[] = "--t-out writes into it in its own layout (leave the flag out, or write to another output)";
+    if ((opt->given & TS_FUSE_GIVEN_CHUNK) && opt->chunk != ex->chunk)
+        return ts_fail(err, TS_ERR_ARG, "%s/0: --chunk %d differs from the existing mosaic's chunks of %lld px; %s",
+                       image_path, opt->chunk, (long long)ex->chunk, tail);
+    /* (0.4 stores record no block: there the shard only sets the lower
+     * levels' chunks, which fuse_output_open compares.) */
+    if ((opt->given & TS_FUSE_GIVEN_SHARD) && ex->shard > 0 && opt->shard != ex->shard)
+        return ts_fail(err, TS_ERR_ARG, "%s/0: --shard %d differs from the existing mosaic's shards of %lld chunks; %s",
+                       image_path, opt->shard, (long long)ex->shard, tail);
+    if ((opt->given & TS_FUSE_GIVEN_LEVELS) && opt->levels != ex->levels)
+        return ts_fail(err, TS_ERR_ARG, "%s: --levels %d differs from the existing mosaic's %d extra level%s; %s",
+                       image_path, opt->levels, ex->levels, ex->levels == 1 ? "" : "s", tail);
+    if (opt->given & TS_FUSE_GIVEN_CODEC) {
+        tz_array_meta want;
+        tz_array_meta_init(&want, 2);
+        tz_meta_set_codec_level(&want, opt->codec, opt->codec_level);
+        tz_codec mine = want.codecs.n ? want.codecs.c[0] : (tz_codec){0};
+        if (!same_codec(&mine, &ex->compressor)) {
+            char a[64], b[64];
+            codec_text(&mine, a, sizeof a);
+            codec_text(&ex->compressor, b, sizeof b);
+            return ts_fail(err, TS_ERR_ARG, "%s/0: --codec %s differs from the existing mosaic's %s; %s", image_path,
+                           a, b, tail);
+        }
     }
     return TS_OK;
 }
@@ -378,6 +448,7 @@ static ts_status well_prepare(fuse_well *Wp, const ts_fuse_options *opt, const t
                      ts_dtype_name(W.existing.dtype), (long long)W.existing.T, (long long)W.existing.C,
                      (long long)W.existing.Z, ts_dtype_name(W.out_dtype), (long long)W.L.C,
                      (long long)W.L.Z, opt->t_out);
+    if (st == TS_OK && W.existing.present) st = check_given_layout(opt, &W.existing, image_path, err);
     if (st) {
         free(W.tiles);
         if (err && !strstr(err->message, well->path)) ts_fail_context(err, st, "well %s", well->path);

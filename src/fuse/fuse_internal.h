@@ -30,6 +30,7 @@ typedef struct existing_out {
     int64_t T, C, Z, H, W, chunk, shard;
     ts_dtype dtype;
     int levels;                  /* extra pyramid levels it has (arrays 1..levels) */
+    tz_codec compressor;         /* its level 0's bytes->bytes codec (id 0: none) */
 } existing_out;
 
 /* Everything one well's fusion needs. */

@@ -247,6 +247,43 @@ def tcz_policy_min_and_max():
         compare_u16(got, ref, "tcz " + pol)
 
 
+def tree_bytes(root):
+    out = {}
+    for dp, _, fs in os.walk(root):
+        for f in fs:
+            with open(os.path.join(dp, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(dp, f), root)] = fh.read()
+    return out
+
+
+def t_out_refuses_a_chosen_layout(d, store, fmt):
+    """--t-out into an existing mosaic (chunk 16, 1 level, the default
+    codec) writes in its layout: a flag that chooses another layout, codec
+    or format is refused, naming both values, and the store is left as it
+    was (each was ignored, exit 0: the run came out in the store's layout,
+    not the one asked for). The same values given explicitly are taken."""
+    p, s = os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml")
+    before = tree_bytes(store)
+    other = "0.5" if fmt == "0.4" else "0.4"
+    layout = ["--chunk", "16", "--format", fmt]
+    for flags, words in ((["--chunk", "8", "--format", fmt], ["--chunk 8", "16 px"]),
+                         (layout + ["--levels", "2"], ["--levels 2", "1 extra level"]),
+                         (layout + ["--codec", "zstd:3"], ["zstd:3", "blosc-zstd:3"]),
+                         (layout + ["--codec", "blosc-zstd:5"], ["blosc-zstd:5", "blosc-zstd:3"]),
+                         (["--chunk", "16", "--format", other], ["--format " + other, "OME-Zarr " + fmt])):
+        r = run("fuse", p, s, "-o", store, "--t-out", 0, *flags, expect=2)
+        for w in words:
+            assert w in r.stderr, (flags, w, r.stderr)
+        assert tree_bytes(store) == before, "a refused --t-out run changed the store (%s)" % flags
+    if fmt == "0.5":
+        r = run("fuse", p, s, "-o", store, "--t-out", 0, "--chunk", "16", "--shard", "7", expect=2)
+        assert "--shard 7" in r.stderr, r.stderr
+        assert tree_bytes(store) == before
+    # The store's own values, chosen explicitly: taken.
+    run("fuse", p, s, "-o", store, "--t-out", 0, "--chunk", "16", "--levels", 1, "--codec", "blosc-zstd:3",
+        "--format", fmt)
+
+
 @case
 def t_out_into_existing_output():
     d = fresh("tout")
@@ -269,18 +306,17 @@ def t_out_into_existing_output():
         assert np.array_equal(got[0], got[2]) and not got[1].any()
         run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", out, "--t-out", 5,
             "--chunk", "16", "--format", fmt, expect=2)
-        # An existing pyramid is updated whole whatever --levels says: a run
-        # without --levels used to leave level 1 of T 0 empty (stale), one
-        # with more levels added a level holding only its timepoint.
+        # An existing pyramid is updated whole: a run without --levels used
+        # to leave level 1 of T 0 empty (stale); one with more levels added
+        # a level holding only its timepoint, and is now refused.
         pyr = os.path.join(d, "pyr%s.zarr" % fmt)
         run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", pyr, "--t-out", 1,
             "--chunk", "16", "--levels", 1, "--format", fmt)
         run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", pyr, "--t-out", 0,
             "--chunk", "16", "--format", fmt)
-        run("fuse", os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), "-o", pyr, "--t-out", 0,
-            "--chunk", "16", "--levels", 2, "--format", fmt)
         lv1 = R.read_output(pyr, "A/1", level=1)
         assert lv1[1].any() and np.array_equal(lv1[0], lv1[1]), "level 1 of T 0 not written by --t-out 0"
+        t_out_refuses_a_chosen_layout(d, pyr, fmt)
         assert not os.path.exists(os.path.join(pyr, "A", "1", "0", "2")), "--t-out added a pyramid level"
 
 
