@@ -47,21 +47,28 @@ static double rect(const double *I, int w, int y0, int y1, int x0, int x1) {
            I[(size_t)y0 * s + (size_t)x0];
 }
 
-/* Integral images of v - mean and of (v - mean)^2 (h + 1 x w + 1 each). */
-static void integrals(const float *v, int h, int w, double mean, double *I1, double *I2) {
+/* Integral images of v - mean and of (v - mean)^2 (h + 1 x w + 1 each),
+ * and v - mean into the transform's input pad (P x Q, the rest zero): one
+ * pass over the strip for both (the same values as two). */
+static void integrals(const float *v, int h, int w, double mean, double *I1, double *I2, double *pad, int P,
+                      int Q) {
     const size_t s = (size_t)w + 1;
     memset(I1, 0, s * sizeof *I1);
     memset(I2, 0, s * sizeof *I2);
     for (int y = 0; y < h; y++) {
         double r1 = 0, r2 = 0;
+        double *row = pad + (size_t)y * (size_t)Q;
         I1[(size_t)(y + 1) * s] = I2[(size_t)(y + 1) * s] = 0;
         for (int x = 0; x < w; x++) {
             double d = (double)v[(size_t)y * (size_t)w + (size_t)x] - mean;
+            row[x] = d;
             r1 += d, r2 += d * d;
             I1[(size_t)(y + 1) * s + (size_t)x + 1] = I1[(size_t)y * s + (size_t)x + 1] + r1;
             I2[(size_t)(y + 1) * s + (size_t)x + 1] = I2[(size_t)y * s + (size_t)x + 1] + r2;
         }
+        memset(row + w, 0, (size_t)(Q - w) * sizeof *row);
     }
+    memset(pad + (size_t)h * (size_t)Q, 0, (size_t)(P - h) * (size_t)Q * sizeof *pad);
 }
 
 static double mean_of(const float *v, size_t n) {
@@ -182,13 +189,10 @@ ts_status ts_window_ncc(const float *a, const float *b, int h, int w, int cy, in
     fftw_complex *fa = S->fa, *fb = S->fb;
     ts_status st = TS_OK;
     const double ma = mean_of(a, (size_t)h * (size_t)w), mb = mean_of(b, (size_t)h * (size_t)w);
-    memset(pa, 0, (size_t)P * (size_t)Q * sizeof *pa);
-    memset(pb, 0, (size_t)P * (size_t)Q * sizeof *pb);
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++) {
-            pa[(size_t)y * (size_t)Q + (size_t)x] = (double)a[(size_t)y * (size_t)w + (size_t)x] - ma;
-            pb[(size_t)y * (size_t)Q + (size_t)x] = (double)b[(size_t)y * (size_t)w + (size_t)x] - mb;
-        }
+    double *IA = I, *IAA = I + nI, *IB = I + 2 * nI, *IBB = I + 3 * nI;
+    /* (pa is the inverse's output too: filled, padding included, each call) */
+    integrals(a, h, w, ma, IA, IAA, pa, P, Q);
+    integrals(b, h, w, mb, IB, IBB, pb, P, Q);
     fftw_execute(S->fwd_a);
     fftw_execute(S->fwd_b);
     /* A conj(B): its inverse at (s mod P, t mod Q) is sum A[y + s][x + t] B[y][x]. */
@@ -199,9 +203,6 @@ ts_status ts_window_ncc(const float *a, const float *b, int h, int w, int cy, in
     }
     fftw_execute(S->inv);
     const double scale = 1.0 / ((double)P * (double)Q);
-    double *IA = I, *IAA = I + nI, *IB = I + 2 * nI, *IBB = I + 3 * nI;
-    integrals(a, h, w, ma, IA, IAA);
-    integrals(b, h, w, mb, IB, IBB);
     for (int i = 0; i < ny; i++)
         for (int j = 0; j < nx; j++) {
             const int sy = cy + i - ny / 2, sx = cx + j - nx / 2;
