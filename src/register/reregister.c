@@ -210,11 +210,18 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * of the pass on small tiles went into this search), and not where the
      * choice keeps a first result in these strips that the maximum does not
      * beat (ts_reregister_choose: acceptance is not looked at there). */
+    bool same_shift = false;
     if (have_first && best > -2) {
         int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
         out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx);
+        same_shift = by == fy && bx == fx;
     }
-    const bool first_stays = have_first && out->ncc_first > -2 && !(best > out->ncc_first + REPLACE_MARGIN);
+    /* A maximum at the first result's own shift is no better result: its
+     * NCC there is ncc_first up to the FFT's rounding (by which it came out
+     * "better" on half the pairs of the bench plates, each then refined
+     * only for the choice to keep the first result, within a pixel of it). */
+    const bool first_stays =
+        have_first && out->ncc_first > -2 && (same_shift || !(best > out->ncc_first + REPLACE_MARGIN));
     if (best > -2 && best < ts_registrar_min_ncc(r) && best >= ACCEPT_FLOOR && !first_stays) {
         const bool tall = lh >= lw;
         for (int y = 0; y < lh; y++)

@@ -9,8 +9,9 @@
  *   peak, 2.75 times the mirrored strips' best); a blank tile's pair
  *   (noise only) is never accepted;
  * - the choice: an unmatched first result is replaced, with a scaled
- *   confidence; a matched first result at the window's maximum is kept, one
- *   6 px off replaced, with no more than its first confidence. */
+ *   confidence; a matched first result at the window's maximum is kept (and
+ *   the search not refined for it), one 6 px off replaced, with no more
+ *   than its first confidence. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +209,23 @@ static void test_confined_search(void **state) {
     res = first;
     assert_false(ts_reregister_choose(&same, 0.25, &res));
     assert_memory_equal(&res, &first, sizeof res);
+    /* The same on other noise: where the window's maximum is the first
+     * result's own shift its NCC there, by FFT, came out above the direct
+     * ncc_first by the rounding on some pairs, and the search refined it
+     * only for the choice to keep the first result: nothing is refined. */
+    for (unsigned k = 0; k < 8; k++) {
+        float *nb = cut(img, iw, 2, W - 8);
+        add_noise(nb, 20u + k, 2.0);
+        ts_register_result nf = {2.0 + 0.05 * k - 0.2, W - 8.0 + 0.2 - 0.05 * k, 0.7, 0.9, -1, 0, false, true};
+        ts_rereg_result nx = search(a, nb, true, nf.dy, nf.dx);
+        assert_true(nx.searched && nx.ncc_first > -2);
+        assert_true(fabs(nx.dy - 2) < 0.5 && fabs(nx.dx - (W - 8)) < 0.5); /* the first's shift */
+        assert_false(nx.refined);
+        res = nf;
+        assert_false(ts_reregister_choose(&nx, 0.25, &res));
+        assert_memory_equal(&res, &nf, sizeof res);
+        free(nb);
+    }
     /* A matched first result 6 px off (inside the window): the window's
      * maximum replaces it. */
     ts_register_result off = {2, W - 14, 0.2, 0.6, -1, 0, false, true};
