@@ -26,7 +26,11 @@
  * good part of it): the first pass's strips, cut for the nominal overlap,
  * miss the thin overlaps and its confident pairs can be pixels off (5 px
  * at confidence 0.96 on test_register_robust.py's cell16_blank): every
- * pair of the direction is searched again. */
+ * pair of the direction is searched again. Not a rule from the strip
+ * depth: the thinnest plausible overlap (overlap - 2.3 spreads) is 0.55-0.64
+ * of the first pass's strip on the 256 px bench plates, where redoing
+ * every pair changes nothing, and up to 0.61 on the robust plates
+ * (docs/register.md, "Whether every pair of a direction must be redone"). */
 #define MODEL_REDO_ALL 0.25
 
 /* The window: 4 spreads and 2 px more. The relative jitter of two tiles
