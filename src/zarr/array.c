@@ -236,17 +236,16 @@ ts_status tz_array_write_block_parallel(tz_array *arr, const int64_t *idx, const
                            (long long)idx[d], (long long)grid[d], d);
     char key[256], file[4400];
     block_file(arr, idx, key, sizeof key, file, sizeof file);
+    /* A shard is encoded and written (or found all fill) by tz_shard_write. */
+    if (m->sharded) return tz_shard_write(arr, data, key, par, file, err);
     void *enc = NULL;
     size_t size = 0;
     ts_status st = TS_OK;
     /* A block holding only the fill value is not stored (it reads as the
      * fill), and one an earlier write left there is removed, so a re-run
-     * gives the same store. A shard knows it from its inner chunks. */
+     * gives the same store. */
     bool empty = false;
-    if (m->sharded) {
-        st = tz_shard_encode(arr, data, key, par, &enc, &size, &empty, err);
-        if (st) return st;
-    } else if (!(empty = tz_all_fill(arr, data, (size_t)tz_prod(m->ndim, m->chunk)))) {
+    if (!(empty = tz_all_fill(arr, data, (size_t)tz_prod(m->ndim, m->chunk)))) {
         st = tz_encode_chunk(&m->codecs, m->dtype, m->big_endian, m->ndim, m->chunk, data, &enc, &size, err);
         if (st) {
             ts_fail_context(err, st, "zarr array '%s', chunk '%s'", arr->path, key);

@@ -214,8 +214,8 @@ static ts_status run_serial(void *user, int64_t n, tz_item_fn fn, void *fn_user,
     return TS_OK;
 }
 
-ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key, const tz_parallel *par,
-                          void **out, size_t *out_size, bool *empty, ts_error *err) {
+ts_status tz_shard_write(const tz_array *arr, const void *shard, const char *key, const tz_parallel *par,
+                         const char *file_path, ts_error *err) {
     static const tz_parallel serial = {1, run_serial, NULL};
     if (!par || par->nworkers < 1) par = &serial;
     const tz_array_meta *m = &arr->meta;
@@ -226,10 +226,10 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
     shard_job J = {arr, shard, key, tz_prod(nd, m->sharding.inner_chunk), calloc(nw, sizeof *J.chunk),
                    calloc(nw, sizeof *J.ctx), calloc(n_inner, sizeof *J.enc), calloc(n_inner, sizeof *J.size)};
     uint64_t *index = malloc(n_inner * 16);
-    unsigned char *file = NULL;
+    ts_file_part *parts = malloc((n_inner + 1) * sizeof *parts);
     ts_status st = TS_OK;
-    *empty = true;
-    if (!J.chunk || !J.ctx || !J.enc || !J.size || !index) {
+    bool empty = true;
+    if (!J.chunk || !J.ctx || !J.enc || !J.size || !index || !parts) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard '%s' of '%s'", key, arr->path);
         goto done;
     }
@@ -244,9 +244,17 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
         index[2 * lin] = pos;
         index[2 * lin + 1] = J.size[lin];
         pos += J.size[lin];
-        *empty = false;
+        empty = false;
     }
-    if (*empty) goto done;
+    /* A shard holding only the fill value is not stored (it reads as the
+     * fill), and one an earlier write left there is removed, so a re-run
+     * gives the same store. */
+    if (empty) {
+        if (unlink(file_path) != 0 && errno != ENOENT)
+            st = ts_fail(err, TS_ERR_IO, "cannot remove the stale block '%s' (all fill now): %s", file_path,
+                         strerror(errno));
+        goto done;
+    }
     int64_t ishape[TZ_MAX_DIM + 1];
     for (int d = 0; d < nd; d++) ishape[d] = arr->chunks_per_shard[d];
     ishape[nd] = 2;
@@ -261,18 +269,16 @@ ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *ke
         st = ts_fail(err, TS_ERR_INTERNAL, "shard index encoded to %zu bytes, expected %zu", isize, arr->index_bytes);
         goto done;
     }
-    /* Index at the start: [index][chunks]; at the end: [chunks][index]. */
-    const size_t total = pos + (m->sharding.index_at_start ? 0 : isize);
-    if (!(file = malloc(total))) {
-        st = ts_fail(err, TS_ERR_NOMEM, "out of memory encoding shard '%s' of '%s'", key, arr->path);
-        goto done;
-    }
+    /* Index at the start: [index][chunks]; at the end: [chunks][index],
+     * written from the chunks' own buffers: a joined copy of the whole
+     * encoded shard was a second one per shard being written (~4 MB of
+     * heap each for 2048 px uint16 shards, two at a time at 2 threads). */
+    size_t np = 0;
+    if (m->sharding.index_at_start) parts[np++] = (ts_file_part){enc_index, isize};
     for (size_t lin = 0; lin < n_inner; lin++)
-        if (J.enc[lin]) memcpy(file + index[2 * lin], J.enc[lin], J.size[lin]);
-    memcpy(file + (m->sharding.index_at_start ? 0 : pos), enc_index, isize);
-    *out = file;
-    *out_size = total;
-    file = NULL;
+        if (J.enc[lin]) parts[np++] = (ts_file_part){J.enc[lin], J.size[lin]};
+    if (!m->sharding.index_at_start) parts[np++] = (ts_file_part){enc_index, isize};
+    st = ts_write_file_atomic_parts(file_path, parts, np, err);
 done:
     if (J.enc)
         for (size_t lin = 0; lin < n_inner; lin++) free(J.enc[lin]);
@@ -285,6 +291,6 @@ done:
     free(J.enc);
     free(J.size);
     free(index);
-    free(file);
+    free(parts);
     return st;
 }

@@ -96,9 +96,11 @@ void tz_fill_box(int ndim, size_t esize, const unsigned char *fill, void *dst,
 bool tz_all_fill(const tz_array *arr, const void *data, size_t n);
 
 /* shard.c */
-ts_status tz_shard_encode(const tz_array *arr, const void *shard, const char *key,
-                          const tz_parallel *par, void **out, size_t *out_size, bool *empty,
-                          ts_error *err);
+/* Encodes the shard (its inner chunks as par's items) and writes it to
+ * file_path atomically; an all-fill shard is not written and a stale file
+ * there is removed. */
+ts_status tz_shard_write(const tz_array *arr, const void *shard, const char *key,
+                         const tz_parallel *par, const char *file_path, ts_error *err);
 /* Reads the part `box_off`/`extent` (shard-relative) of the shard file at
  * file_path into dst (shape dst_shape, at dst_off). Missing file = fill. */
 ts_status tz_shard_read(const tz_array *arr, const char *file_path, const char *key,
