@@ -531,7 +531,9 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
     unit_coords(W, unit, &ti, &z, &b);
     if (W->gpu) { /* --device gpu: every level on the device (gpu_block.c) */
         st = fuse_gpu_block(W, sc, worker, b, bx, strips, nstrips, err);
-        return st ? st : fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
+        if (st) return st;
+        fuse_pipeline_strips_done(); /* the levels are in sc->level: the strips go before the write */
+        return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
     }
     const fuse_band *band = &W->plan->bands[b];
     const int64_t B = L->block;
@@ -601,6 +603,9 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
             if (gv < g1) memset(out + (size_t)((gv - y0) * B) * es, 0, (size_t)((g1 - gv) * B) * es);
         }
     }
+    /* Blended: the strips this block alone used go now, not after the
+     * encode and write (fuse_pipeline_strips_done). */
+    fuse_pipeline_strips_done();
     return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
 }
 

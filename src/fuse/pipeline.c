@@ -224,6 +224,38 @@ static void do_load(sched *S, size_t estimate) {
     pthread_cond_broadcast(&S->cv);
 }
 
+/* The block the calling thread is processing (do_block), and whether its
+ * process stage has given its strips back (fuse_pipeline_strips_done). */
+static _Thread_local struct {
+    int64_t u, bx;
+    bool active, released;
+} tl_block;
+
+/* Drops block bx of unit u's references to its strips, freeing those no
+ * other block needs. Lock held. */
+static void block_release_strips(sched *S, int64_t u, int64_t bx) {
+    unit_state *us = S->units[u];
+    const fuse_band *band = unit_band(S, u);
+    const int a = band->block_start[bx], n = band->block_start[bx + 1] - a;
+    for (int k = 0; k < n; k++) {
+        int s = band->block_slots[a + k];
+        if (--us->refs[s] == 0) {
+            S->held -= us->strips[s].bytes;
+            strip_release(S->fns, &us->strips[s]);
+        }
+    }
+}
+
+void fuse_pipeline_strips_done(void) {
+    sched *S = tl_sched;
+    if (!S || !tl_block.active || tl_block.released) return;
+    pthread_mutex_lock(&S->mu);
+    block_release_strips(S, tl_block.u, tl_block.bx);
+    tl_block.released = true;
+    pthread_cond_broadcast(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+}
+
 static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     unit_state *us = S->units[u];
     const fuse_band *band = unit_band(S, u);
@@ -237,19 +269,16 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     ts_error e;
     ts_error_clear(&e);
     pthread_mutex_unlock(&S->mu);
+    tl_block.u = u, tl_block.bx = bx, tl_block.active = true, tl_block.released = false;
     ts_status st = S->fns->process(S->fns->user, worker, plan_unit(S, u), bx, strips, n, &e);
+    const bool released = tl_block.released;
+    tl_block.active = false;
     pthread_mutex_lock(&S->mu);
     free(strips);
     S->running--;
     if (st != TS_OK) { fail_locked(S, &e); return; }
     us->state[bx] = BLOCK_DONE;
-    for (int k = 0; k < n; k++) {
-        int s = band->block_slots[a + k];
-        if (--us->refs[s] == 0) {
-            S->held -= us->strips[s].bytes;
-            strip_release(S->fns, &us->strips[s]);
-        }
-    }
+    if (!released) block_release_strips(S, u, bx);
     S->done++;
     if (++us->blocks_done == S->nbx) {
         unit_free(S->fns, us, band);

@@ -326,6 +326,112 @@ static void test_pipeline_reports_first_error(void **state) {
     fuse_plan_free(p);
 }
 
+/* A process stage that has blended its block gives its strips back
+ * (fuse_pipeline_strips_done): the strips no later block uses are freed
+ * there and then, before the stage encodes and writes, and only those; the
+ * pipeline does not release them again when the block is done. Held
+ * through the encode and write (most of a block's time), the strips of two
+ * blocks were at the peak RSS at the default --memory (issue 12). */
+typedef struct early {
+    const fuse_plan *plan;
+    pthread_mutex_t mu;
+    int64_t loads, frees;
+    bool *freed;          /* per (unit, slot) */
+    int threads;
+    int bad;              /* checks failed (counted, asserted at the end) */
+} early;
+
+enum { EARLY_SLOTS = 16 };
+
+static ts_status early_load(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip, ts_error *err) {
+    (void)err;
+    early *E = user;
+    const fuse_band *band = &E->plan->bands[unit % E->plan->nbands];
+    strip->r0 = slot->r0, strip->r1 = slot->r1, strip->w = 100, strip->nc = 1, strip->dtype = TS_FLOAT32;
+    strip->bytes = fake_estimate(user, unit, slot);
+    strip->data = malloc(strip->bytes);
+    strip->origin = unit * EARLY_SLOTS + (slot - band->slots); /* which strip, for early_free */
+    ((float *)strip->data)[0] = (float)slot->tile;
+    pthread_mutex_lock(&E->mu);
+    E->loads++;
+    pthread_mutex_unlock(&E->mu);
+    return TS_OK;
+}
+
+static void early_free(void *user, fuse_strip *strip) {
+    early *E = user;
+    pthread_mutex_lock(&E->mu);
+    if (E->freed[strip->origin]) E->bad++; /* twice */
+    E->freed[strip->origin] = true;
+    E->frees++;
+    pthread_mutex_unlock(&E->mu);
+    free(strip->data);
+}
+
+static ts_status early_process(void *user, int worker, int64_t unit, int64_t bx, const fuse_strip *const *strips,
+                               int n, ts_error *err) {
+    (void)worker, (void)err;
+    early *E = user;
+    const fuse_band *band = &E->plan->bands[unit % E->plan->nbands];
+    const int *slot_of = band->block_slots + band->block_start[bx];
+    pthread_mutex_lock(&E->mu);
+    for (int k = 0; k < n; k++) /* all in while it blends */
+        if (E->freed[unit * EARLY_SLOTS + slot_of[k]] ||
+            ((const float *)strips[k]->data)[0] != (float)band->slots[slot_of[k]].tile)
+            E->bad++;
+    const int64_t before = E->frees;
+    pthread_mutex_unlock(&E->mu);
+    fuse_pipeline_strips_done();
+    fuse_pipeline_strips_done(); /* a second call does nothing */
+    pthread_mutex_lock(&E->mu);
+    if (E->threads == 1) {
+        /* Blocks run in order: what this block frees is exactly the strips
+         * whose last block it is. */
+        int64_t last = 0;
+        for (int k = 0; k < n; k++) {
+            const bool is_last = band->slots[slot_of[k]].bx1 == bx;
+            last += is_last;
+            if (E->freed[unit * EARLY_SLOTS + slot_of[k]] != is_last) E->bad++;
+        }
+        if (E->frees - before != last) E->bad++;
+    }
+    pthread_mutex_unlock(&E->mu);
+    usleep(300); /* the encode and write */
+    return TS_OK;
+}
+
+static void test_pipeline_strips_done_frees_before_the_write(void **state) {
+    (void)state;
+    fuse_tile t[9];
+    ts_error err;
+    fuse_layout L;
+    fuse_plan *p = grid_plan(t, 2, &L);
+    for (int b = 0; b < p->nbands; b++) assert_true(p->bands[b].nslots <= EARLY_SLOTS);
+    bool shared = false; /* a strip two blocks use: not freed by the first */
+    for (int b = 0; b < p->nbands; b++)
+        for (int s = 0; s < p->bands[b].nslots; s++) shared |= p->bands[b].slots[s].bx1 > p->bands[b].slots[s].bx0;
+    assert_true(shared);
+    for (int threads = 1; threads <= 3; threads++) {
+        const int64_t nunits = 2 * p->nbands;
+        early E = {.plan = p, .threads = threads};
+        pthread_mutex_init(&E.mu, NULL);
+        E.freed = calloc((size_t)(nunits * EARLY_SLOTS), sizeof *E.freed);
+        fuse_stage_fns fns = {.strip_estimate = fake_estimate, .load = early_load, .process = early_process,
+                              .user = &E, .free_strip = early_free};
+        ts_pool *pool = ts_pool_create(threads);
+        assert_int_equal(fuse_pipeline_run_blocks(p, 2, 0, p->nbands * L.nbx, &fns, pool, (size_t)1 << 30, threads,
+                                                  NULL, NULL, "t", NULL, &err),
+                         TS_OK);
+        assert_int_equal(E.bad, 0);
+        assert_true(E.loads > 0);
+        assert_int_equal(E.frees, E.loads); /* each strip freed once */
+        ts_pool_destroy(pool);
+        free(E.freed);
+        pthread_mutex_destroy(&E.mu);
+    }
+    fuse_plan_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_band_alignment_asserts),
@@ -335,6 +441,7 @@ int main(void) {
         cmocka_unit_test(test_pipeline_loads_once_and_never_stalls),
         cmocka_unit_test(test_pipeline_reads_ahead_threads_blocks),
         cmocka_unit_test(test_pipeline_reports_first_error),
+        cmocka_unit_test(test_pipeline_strips_done_frees_before_the_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
