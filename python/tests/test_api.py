@@ -176,6 +176,14 @@ try:
     check(False, "t_out with another chunk than the existing mosaic's was accepted")
 except tessera.TesseraError as e:
     check("--chunk 256" in str(e) and e.status == "arg", f"t_out chunk mismatch: {e.status}: {e}")
+# shard=0 and levels=-1 (the defaults, automatic) choose nothing: taken, as
+# the keywords left out (they were refused as differing from the mosaic's)
+tessera.fuse(plate, shifts, path("py_mosaic5.zarr"), t_out=0, wells="A/1", shard=3)
+for auto in ({"shard": 0}, {"levels": -1}):
+    try:
+        tessera.fuse(plate, shifts, path("py_mosaic5.zarr"), t_out=0, wells="A/1", **auto)
+    except tessera.TesseraError as e:
+        check(False, f"t_out with {auto} (automatic) was refused: {e}")
 
 # --- errors
 try:

@@ -347,11 +347,14 @@ static ts_status check_given_layout(const ts_fuse_options *opt, const existing_o
         return ts_fail(err, TS_ERR_ARG, "%s/0: --chunk %d differs from the existing mosaic's chunks of %lld px; %s",
                        image_path, opt->chunk, (long long)ex->chunk, tail);
     /* (0.4 stores record no block: there the shard only sets the lower
-     * levels' chunks, which fuse_output_open compares.) */
-    if ((opt->given & TS_FUSE_GIVEN_SHARD) && ex->shard > 0 && opt->shard != ex->shard)
+     * levels' chunks, which fuse_output_open compares.) A shard of 0 and
+     * levels of -1 are the automatic choice ("as the canvas and --memory
+     * allow", "down to 1024 px"): they choose nothing, as a flag left out
+     * (a re-run with the first run's --shard 0 was refused). */
+    if ((opt->given & TS_FUSE_GIVEN_SHARD) && opt->shard > 0 && ex->shard > 0 && opt->shard != ex->shard)
         return ts_fail(err, TS_ERR_ARG, "%s/0: --shard %d differs from the existing mosaic's shards of %lld chunks; %s",
                        image_path, opt->shard, (long long)ex->shard, tail);
-    if ((opt->given & TS_FUSE_GIVEN_LEVELS) && opt->levels != ex->levels)
+    if ((opt->given & TS_FUSE_GIVEN_LEVELS) && opt->levels >= 0 && opt->levels != ex->levels)
         return ts_fail(err, TS_ERR_ARG, "%s: --levels %d differs from the existing mosaic's %d extra level%s; %s",
                        image_path, opt->levels, ex->levels, ex->levels == 1 ? "" : "s", tail);
     if (opt->given & TS_FUSE_GIVEN_CODEC) {
