@@ -124,6 +124,13 @@ void fuse_resume_free(fuse_well *W);
 
 /* blend.c: pipeline stages. */
 void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns);
+/* A strip (or tile plane) buffer of `bytes`: malloc'd when small, else a
+ * mapping, taken from the pool of freed ones of its size when there is one
+ * (none: pooled mappings of other sizes, at least `bytes` of them, are
+ * unmapped first); fuse_strip_free returns it (to the pool, within
+ * W->recycle_cap). */
+void *fuse_strip_alloc(fuse_well *W, size_t bytes);
+void fuse_strip_free(fuse_well *W, void *p, size_t bytes);
 /* Unmaps the recycled strip buffers and kept tile planes (after the
  * pipeline). */
 void fuse_recycle_drain(fuse_well *W);
