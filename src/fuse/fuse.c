@@ -552,7 +552,13 @@ static ts_status well_layout(fuse_well *W, size_t layout_memory, ts_error *err) 
     if (ex.present) {
         sz.canvas_h = ex.H, sz.canvas_w = ex.W;
         sz.chunk = (int)ex.chunk;
-        sz.shard = (int)ex.shard;
+        /* A 0.4 store records no block (ex.shard 0), only each level's
+         * chunks, gcd(chunk, block >> k): a --shard given is the block of
+         * the run that made it (derived from the canvas instead, a store
+         * made with --shard 1 --levels 2 came out with other lower-level
+         * chunks and was refused whatever the flags). fuse_output_open
+         * compares every level's chunks. */
+        sz.shard = ex.shard > 0 ? (int)ex.shard : (opt->given & TS_FUSE_GIVEN_SHARD) ? opt->shard : 0;
         sz.levels = ex.levels;
         W->format = ex.zarr_format == 2 ? TS_OME_04 : TS_OME_05;
     }

@@ -324,6 +324,26 @@ def t_out_into_existing_output():
 
 
 @case
+def t_out_04_takes_the_given_shard():
+    """A 0.4 mosaic records no block, only each level's chunks (gcd(chunk,
+    block >> k)): a --t-out run given the first run's --shard writes in
+    that block. It derived its block from the canvas instead, so a mosaic
+    made with --chunk 16 --shard 1 --levels 2 (level chunks 16, 8, 4 px)
+    was refused whatever the flags (exit 2: 'existing array does not
+    match'), the same flags repeated included."""
+    d = fresh("tout04")
+    info = R.write_plate(os.path.join(d, "p.zarr"), ["A/1"], tile_hw=(32, 32), grid=(2, 2))
+    R.write_shifts(os.path.join(d, "s.yaml"), info)
+    p, s, out = os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml"), os.path.join(d, "o.zarr")
+    flags = ["--chunk", "16", "--shard", "1", "--levels", "2", "--format", "0.4"]
+    run("fuse", p, s, "-o", out, "--t-out", 1, *flags)
+    run("fuse", p, s, "-o", out, "--t-out", 0, *flags)
+    for level in range(3):
+        got = R.read_output(out, "A/1", level=level)
+        assert got[1].any() and np.array_equal(got[0], got[1]), "level %d of T 0 not written" % level
+
+
+@case
 def t_in_picks_the_input_timepoint():
     """--t-in T with --t-out: that input timepoint is written (the default is
     timepoint 0); beyond the tiles' timepoints, or without --t-out, refused."""
