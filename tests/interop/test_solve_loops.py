@@ -141,11 +141,16 @@ def main():
     # count `tessera solve` gives for the pairs estimate wrote. The plate
     # (8 px overlaps of 96 px tiles under heavy noise) is one where that
     # solve down-weights a pair: on a clean one both counts are 0 and a
-    # count never filled in would pass.
+    # count never filled in would pass. (Seed 2 was such a plate until the
+    # stage model's re-fit kept refinements up to 2 px: its one wrong pair
+    # is now right, and the count 0.) (Seed 2 stopped down-weighting one
+    # when 149de0b's 2 px leash brought its worst pair, 2.6 px off the
+    # truth, within 0.7 px; seeds 1, 3, 5 and 7 down-weight 1 before and
+    # after it, at --threads 1 and 2.)
     plate = os.path.join(TMP, "solve_loops_plate.zarr")
     est = os.path.join(TMP, "solve_loops_est.yaml")
     subprocess.run([BIN, "simulate", "-o", plate, "--grid", "8x8", "--tile", "96x96", "--overlap", "8",
-                    "--noise", "200", "--seed", "2"], check=True, capture_output=True)
+                    "--noise", "200", "--seed", "1"], check=True, capture_output=True)
     p = subprocess.run([BIN, "estimate", plate, "-o", est, "--overlap", "8", "--json", "--quiet"],
                        capture_output=True, text=True)
     check(p.returncode == 0, f"estimate failed: {p.stderr}")
