@@ -142,8 +142,9 @@ def main():
     # (8 px overlaps of 96 px tiles under heavy noise) is one where that
     # solve down-weights a pair: on a clean one both counts are 0 and a
     # count never filled in would pass. (Seed 2 was such a plate until the
-    # stage model's re-fit kept refinements up to 2 px: its one wrong pair
-    # is now right, and the count 0.) (Seed 2 stopped down-weighting one
+    # stage model's re-fit kept refinements up to 2 px: the pair it
+    # down-weighted, 2.4 px off, is no longer more than 1 px off, and its
+    # count is 0.) (Seed 2 stopped down-weighting one
     # when 149de0b's 2 px leash brought its worst pair, 2.6 px off the
     # truth, within 0.7 px; seeds 1, 3, 5 and 7 down-weight 1 before and
     # after it, at --threads 1 and 2.)
