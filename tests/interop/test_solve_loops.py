@@ -144,10 +144,8 @@ def main():
     # count never filled in would pass. (Seed 2 was such a plate until the
     # stage model's re-fit kept refinements up to 2 px: the pair it
     # down-weighted, 2.4 px off, is no longer more than 1 px off, and its
-    # count is 0.) (Seed 2 stopped down-weighting one
-    # when 149de0b's 2 px leash brought its worst pair, 2.6 px off the
-    # truth, within 0.7 px; seeds 1, 3, 5 and 7 down-weight 1 before and
-    # after it, at --threads 1 and 2.)
+    # count is 0; seeds 1, 3, 5 and 7 down-weight 1 before and after
+    # 149de0b, at --threads 1 and 2.)
     plate = os.path.join(TMP, "solve_loops_plate.zarr")
     est = os.path.join(TMP, "solve_loops_est.yaml")
     subprocess.run([BIN, "simulate", "-o", plate, "--grid", "8x8", "--tile", "96x96", "--overlap", "8",
