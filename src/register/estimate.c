@@ -317,8 +317,8 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
             const cell *t = &cells[i];
             int right = find_cell(cells, wi->npositions, t->gx + 1, t->gy);
             int below = find_cell(cells, wi->npositions, t->gx, t->gy + 1);
-            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, 0, {0, 0, 0, 0, 0, 0, false, false}};
-            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, 0, {0, 0, 0, 0, 0, 0, false, false}};
+            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}};
+            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}};
         }
         free(cells);
     }
@@ -363,7 +363,7 @@ static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
         cap += np;
         for (int64_t k = 0; k < np; k++)
             c->edges[c->nedges++] = (edge){w, pairs[k].a, pairs[k].b, pairs[k].gx, pairs[k].gy, (ts_pair_dir)pairs[k].dir,
-                                           0, 0, {0, 0, 0, 0, 0, 0, false, false}};
+                                           0, 0, {0, 0, 0, 0, 0, 0, false, false, false}};
         free(pairs);
     }
     return st;

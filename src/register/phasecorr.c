@@ -427,8 +427,8 @@ static double subpixel(double cm, double c0, double cp) {
  * shift by the apodisation window. Starts from *dy, *dx (the integer NCC
  * maximum, a pixel or two from the answer); leaves them unchanged if it
  * does not converge within 2 px. */
-static void refine_shift(ts_registrar *r, double *dy, double *dx) {
-    ts_refine(r->fa, r->fb, r->h, r->w, r->opt.denoise_sigma, r->tmp, dy, dx);
+static bool refine_shift(ts_registrar *r, double *dy, double *dx) {
+    return ts_refine(r->fa, r->fb, r->h, r->w, r->opt.denoise_sigma, r->tmp, dy, dx);
 }
 
 /* Half-width of the autocorrelation's central lobe along (uy, ux): the
@@ -648,7 +648,7 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
     const candidate *c = &cands[best];
     res->dy = c->sy + c->fy;
     res->dx = c->sx + c->fx;
-    if (r->opt.refine) refine_shift(r, &res->dy, &res->dx);
+    res->unfitted = !(r->opt.refine && refine_shift(r, &res->dy, &res->dx));
     res->ncc = c->ncc;
 
     /* Confidence = NCC * (1 - strongest rival). A rival is a candidate

@@ -70,6 +70,10 @@ typedef struct ts_register_result {
     bool matched;         /* false: nothing in the overlap matches (blank strip, best NCC
                              below min_ncc): not a measurement; shift is the prior and
                              confidence 0 */
+    bool unfitted;        /* no sub-pixel fit converged at this shift (not tried, or it
+                             moved more than 2 px from the integer maximum): no basin of
+                             alignment vouches for it (stage_model.c registers such a
+                             pair again where the stage scatters) */
 } ts_register_result;
 
 typedef struct ts_registrar ts_registrar;

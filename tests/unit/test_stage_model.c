@@ -89,6 +89,67 @@ static void test_model_and_plan(void **state) {
     for (int i = 0; i < 3; i++) assert_false(plan[i].redo);
 }
 
+/* Where the stage scatters by a good part of the overlap (window radius
+ * over MODEL_REDO_ALL of it), the confident pairs a sub-pixel fit vouches
+ * for are not searched again, those it does not (unfitted) are; where it
+ * scatters little, an unfitted confident pair is kept as it is. (Every
+ * pair of the scattered direction was searched again: the fitted ones
+ * were planned too.) */
+static void test_plan_unfitted(void **state) {
+    (void)state;
+    ts_stage_pair p[21];
+    ts_stage_plan plan[21];
+    ts_stage_model m;
+    for (int scatter = 0; scatter < 2; scatter++) {
+        /* 4 rows of 5 right pairs, offsets 104 +- 2 (radius 8 > 6, a
+         * quarter of 24) or +- 0.25 (radius 3). */
+        static const double jit[5] = {-2, -1, 0, 1, 2};
+        const double amp = scatter ? 1.0 : 0.125;
+        int n = 0;
+        for (int row = 0; row < 4; row++)
+            for (int k = 0; k < 5; k++) p[n++] = right_pair(row, 0.5 * amp * jit[k], 104 + amp * jit[(k + row) % 5], 0.8, true);
+        const int unfitted = n;
+        p[n++] = right_pair(1, 0, 104, 0.9, true);
+        p[unfitted].res.unfitted = true;
+        assert_int_equal(ts_stage_model_fit(p, n, H, W, &m, plan, NULL), TS_OK);
+        const ts_stage_dir *d = &m.dir[TS_PAIR_RIGHT];
+        assert_true(d->valid);
+        if (scatter) assert_true(d->radius[1] > 0.25 * d->overlap);
+        else assert_true(d->radius[1] <= 0.25 * d->overlap);
+        for (int i = 0; i < unfitted; i++) assert_false(plan[i].redo);
+        assert_true(plan[unfitted].redo == (scatter == 1));
+        assert_false(plan[unfitted].outlying);
+    }
+}
+
+/* The first pass says whether its sub-pixel fit converged: on a textured
+ * pair it does (unfitted false); with the refinement off nothing vouches
+ * for the integer maximum (unfitted true). */
+static float *specimen(int h, int w, unsigned seed, double contrast);
+static float *cut(const float *img, int iw, int y0, int x0);
+static void test_first_pass_unfitted(void **state) {
+    (void)state;
+    const int iw = 2 * W;
+    float *img = specimen(H + 8, iw, 7u, 80.0);
+    float *a = cut(img, iw, 2, 0), *b = cut(img, iw, 4, W - NOMINAL);
+    ts_strip_geometry g;
+    for (int refine = 1; refine >= 0; refine--) {
+        ts_register_options opt;
+        ts_register_options_init(&opt);
+        opt.refine = refine;
+        assert_int_equal(ts_strip_geometry_for(TS_PAIR_RIGHT, H, W, NOMINAL, &opt, &g, NULL), TS_OK);
+        ts_registrar *r;
+        assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
+        ts_register_result res;
+        assert_int_equal(ts_register_pair(r, &g, a, b, W, &res, NULL), TS_OK);
+        assert_true(res.matched);
+        assert_true(fabs(res.dy - 2) < 0.5 && fabs(res.dx - (W - NOMINAL)) < 0.5);
+        assert_true(res.unfitted == !refine);
+        ts_registrar_free(r);
+    }
+    free(a), free(b), free(img);
+}
+
 /* A deterministic specimen: uniform noise blurred (sigma 1 px), scaled. */
 static float *specimen(int h, int w, unsigned seed, double contrast) {
     float *img = malloc((size_t)h * (size_t)w * sizeof *img), *tmp = malloc((size_t)h * (size_t)w * sizeof *tmp);
@@ -204,7 +265,7 @@ static void test_confined_search(void **state) {
     assert_true(res.matched && fabs(res.dx - (W - 8)) < 0.1);
     assert_true(res.confidence > 0 && res.confidence <= 0.5 * x.ncc + 1e-12);
     /* A matched first result at the window's maximum: kept as it was. */
-    ts_register_result first = {2.03, W - 8.02, 0.7, 0.9, -1, 0, false, true};
+    ts_register_result first = {2.03, W - 8.02, 0.7, 0.9, -1, 0, false, true, false};
     ts_rereg_result same = search(a, b, true, first.dy, first.dx);
     res = first;
     assert_false(ts_reregister_choose(&same, 0.25, &res));
@@ -216,7 +277,7 @@ static void test_confined_search(void **state) {
     for (unsigned k = 0; k < 8; k++) {
         float *nb = cut(img, iw, 2, W - 8);
         add_noise(nb, 20u + k, 2.0);
-        ts_register_result nf = {2.0 + 0.05 * k - 0.2, W - 8.0 + 0.2 - 0.05 * k, 0.7, 0.9, -1, 0, false, true};
+        ts_register_result nf = {2.0 + 0.05 * k - 0.2, W - 8.0 + 0.2 - 0.05 * k, 0.7, 0.9, -1, 0, false, true, false};
         ts_rereg_result nx = search(a, nb, true, nf.dy, nf.dx);
         assert_true(nx.searched && nx.ncc_first > -2);
         assert_true(fabs(nx.dy - 2) < 0.5 && fabs(nx.dx - (W - 8)) < 0.5); /* the first's shift */
@@ -228,7 +289,7 @@ static void test_confined_search(void **state) {
     }
     /* A matched first result 6 px off (inside the window): the window's
      * maximum replaces it. */
-    ts_register_result off = {2, W - 14, 0.2, 0.6, -1, 0, false, true};
+    ts_register_result off = {2, W - 14, 0.2, 0.6, -1, 0, false, true, false};
     ts_rereg_result x2 = search(a, b, true, off.dy, off.dx);
     res = off;
     assert_true(x2.refined);
@@ -238,7 +299,7 @@ static void test_confined_search(void **state) {
     /* The faint pair matched at the window's maximum in the first pass: the
      * choice keeps it whatever acceptance says, so the mirrored strips'
      * search (its cost) is left out, and nothing is refined. */
-    ts_register_result ffirst = {2, W - 8, fx.ncc, 0.3, -1, 0, false, true}; /* its integer maximum */
+    ts_register_result ffirst = {2, W - 8, fx.ncc, 0.3, -1, 0, false, true, false}; /* its integer maximum */
     ts_rereg_result fsame = search(fa, fb, true, ffirst.dy, ffirst.dx);
     assert_true(fsame.searched && fsame.ncc_first > -2 && !(fsame.ncc > fsame.ncc_first));
     assert_true(fsame.null_max == -2);
@@ -297,6 +358,8 @@ static void test_kept_scratch(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_and_plan),
+        cmocka_unit_test(test_plan_unfitted),
+        cmocka_unit_test(test_first_pass_unfitted),
         cmocka_unit_test(test_confined_search),
         cmocka_unit_test(test_kept_scratch),
     };
