@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/error.h"
 #include "common/outpath.h"
@@ -65,6 +67,11 @@ typedef struct est_ctx {
      * use more, given back after the pass) instead of decoding them again. */
     bool keep_tiles;
     unsigned char *kept;
+    /* The kept tiles' buffers: one mapping, tile id's at arena_slot[id]
+     * (-1: malloc'd), on huge pages where the kernel has them (kept_arena). */
+    unsigned char *arena;
+    size_t arena_bytes;
+    int64_t *arena_slot;
     int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
@@ -105,6 +112,42 @@ void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
     default: memset(dst, 0, n * sizeof(float)); break;
 #undef CONVERT
     }
+}
+
+/* A tile buffer back (the cache's release): the arena's stay mapped until
+ * the estimate ends. */
+static void release_tile(void *user, int64_t id, float *data) {
+    const est_ctx *c = user;
+    if (!(c->arena && c->arena_slot[id] >= 0)) free(data);
+}
+
+/* The tiles the first pass keeps for the stage pass, all of them read at
+ * once (nothing is evicted), in one mapping on huge pages: decoded into
+ * fresh 4 KiB pages they cost ~7,000 page faults for the 100 tiles of 256
+ * px of register_bench's first plate, about 7% of its estimate (perf stat,
+ * task-clock 173 -> 161 ms). Under AddressSanitizer each keeps its own
+ * allocation, so an overrun of one tile is not hidden in the next. Fails
+ * quietly: the tiles are then malloc'd as before. */
+static void kept_arena(est_ctx *c, int64_t nkept, size_t tile_bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+    (void)c, (void)nkept, (void)tile_bytes;
+#else
+    const size_t huge = (size_t)2 << 20;
+    if (nkept <= 0 || tile_bytes > SIZE_MAX / (size_t)nkept - huge) return;
+    const size_t bytes = ((size_t)nkept * tile_bytes + huge - 1) / huge * huge;
+    int64_t *slot = malloc((size_t)(c->ntiles > 0 ? c->ntiles : 1) * sizeof *slot);
+    void *p = slot ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        free(slot);
+        return;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    int64_t k = 0;
+    for (int64_t t = 0; t < c->ntiles; t++) slot[t] = c->kept[t] ? k++ : -1;
+    c->arena = p, c->arena_bytes = bytes, c->arena_slot = slot;
+#endif
 }
 
 /* Reads the chosen t/c/z plane of a tile, as float, oriented. */
@@ -148,7 +191,8 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     const bool identity = ts_orient_k(o) == 0 && !o->flipud && !o->fliplr;
     raw = malloc(n * ts_dtype_size(am->dtype));
     flat = identity ? NULL : malloc(n * sizeof(float));
-    out = malloc(n * sizeof(float));
+    out = c->arena && c->arena_slot[id] >= 0 ? (float *)(c->arena + (size_t)c->arena_slot[id] * n * sizeof(float))
+                                             : malloc(n * sizeof(float));
     if (!raw || (!identity && !flat) || !out) {
         st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
                      (long long)c->raw_h, (long long)c->raw_w);
@@ -170,7 +214,7 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
 fail:
     free(raw);
     free(flat);
-    free(out);
+    release_tile(c, id, out);
     if (arr) tz_array_close(arr);
     return ts_fail_context(err, st, "reading tile %s/%s", wi->path, wi->positions[p]);
 }
@@ -550,11 +594,14 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
         /* All of them within the budget: nothing is evicted, so keeping
          * them costs the first pass no read. */
         const size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
-        if ((size_t)used <= opt->cache_bytes / tile_bytes && (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), 1)))
+        if ((size_t)used <= opt->cache_bytes / tile_bytes && (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), 1))) {
             for (int64_t t = 0; t < c->ntiles; t++)
                 if (uses[t]) uses[t]++, c->kept[t] = 1;
+            kept_arena(c, used, tile_bytes);
+        }
     }
     c->cache = ts_tile_cache_create(c->ntiles, uses, opt->cache_bytes, load_tile, c);
+    if (c->cache) ts_tile_cache_set_release(c->cache, release_tile);
     free(uses);
     c->workers = calloc((size_t)nthreads * 2, sizeof *c->workers);
     if (!c->cache || !c->workers) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
@@ -895,6 +942,8 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     }
     ts_pool_destroy(pool);
     ts_tile_cache_destroy(c.cache);
+    if (c.arena) munmap(c.arena, c.arena_bytes);
+    free(c.arena_slot);
     free(c.edges);
     free(c.kept);
     free(c.tile_base);

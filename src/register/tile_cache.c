@@ -25,6 +25,7 @@ struct ts_tile_cache {
     int64_t lru_head, lru_tail; /* head = least recently used */
     size_t budget, bytes;
     ts_tile_load_fn load;
+    ts_tile_release_fn release; /* NULL: free */
     void *user;
     ts_tile_cache_stats stats;
 };
@@ -69,10 +70,18 @@ static void lru_append(ts_tile_cache *c, int64_t id) {
     e->in_lru = true;
 }
 
+static void release(ts_tile_cache *c, int64_t id) {
+    if (!c->e[id].data) return;
+    if (c->release) c->release(c->user, id, c->e[id].data);
+    else free(c->e[id].data);
+}
+
+void ts_tile_cache_set_release(ts_tile_cache *c, ts_tile_release_fn fn) { c->release = fn; }
+
 static void drop(ts_tile_cache *c, int64_t id) {
     entry *e = &c->e[id];
     lru_remove(c, id);
-    free(e->data);
+    release(c, id);
     e->data = NULL;
     c->bytes -= e->bytes;
     e->bytes = 0;
@@ -157,7 +166,7 @@ ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c) {
 
 void ts_tile_cache_destroy(ts_tile_cache *c) {
     if (!c) return;
-    for (int64_t i = 0; i < c->n; i++) free(c->e[i].data);
+    for (int64_t i = 0; i < c->n; i++) release(c, i);
     free(c->e);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->loaded);

@@ -33,6 +33,10 @@ void ts_tile_cache_release(ts_tile_cache *c, int64_t id);
  * pass announcing its uses, or giving back ones it kept and will not make):
  * an idle tile left with no use to come is dropped. */
 void ts_tile_cache_add_uses(ts_tile_cache *c, int64_t id, int delta);
+/* How the cache gives a tile's buffer back when it drops it (default:
+ * free): for a loader whose buffers are not each malloc'd. */
+typedef void (*ts_tile_release_fn)(void *user, int64_t id, float *data);
+void ts_tile_cache_set_release(ts_tile_cache *c, ts_tile_release_fn release);
 ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c);
 void ts_tile_cache_destroy(ts_tile_cache *c);
 

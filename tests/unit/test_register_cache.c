@@ -57,6 +57,40 @@ static void test_loads_once_and_drops(void **state) {
     ts_tile_cache_destroy(c);
 }
 
+/* A release function set on the cache gets every buffer it drops (after a
+ * tile's last use, and at destroy), instead of free: estimate's kept tiles
+ * live in one mapping. */
+static float pool_buf[4][TILE_FLOATS];
+static int released[4];
+static ts_status load_pooled(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
+    (void)user, (void)err;
+    *data = pool_buf[id];
+    *bytes = TILE_BYTES;
+    return TS_OK;
+}
+static void release_pooled(void *user, int64_t id, float *data) {
+    (void)user;
+    assert_ptr_equal(data, pool_buf[id]);
+    released[id]++;
+}
+static void test_release_function(void **state) {
+    (void)state;
+    int uses[4] = {1, 2, 0, 0};
+    ts_tile_cache *c = ts_tile_cache_create(4, uses, 100 * TILE_BYTES, load_pooled, NULL);
+    ts_tile_cache_set_release(c, release_pooled);
+    const float *t;
+    assert_int_equal(ts_tile_cache_get(c, 0, &t, NULL), TS_OK);
+    ts_tile_cache_release(c, 0); /* its last use: dropped */
+    assert_int_equal(released[0], 1);
+    assert_int_equal(ts_tile_cache_get(c, 1, &t, NULL), TS_OK);
+    ts_tile_cache_release(c, 1); /* one use to come: kept */
+    assert_int_equal(released[1], 0);
+    ts_tile_cache_destroy(c);
+    assert_int_equal(released[0], 1);
+    assert_int_equal(released[1], 1);
+    assert_int_equal(released[2] + released[3], 0);
+}
+
 static void test_budget_evicts_lru(void **state) {
     (void)state;
     loader l = {.fail_id = -1};
@@ -138,6 +172,7 @@ static void test_concurrent(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loads_once_and_drops),
+        cmocka_unit_test(test_release_function),
         cmocka_unit_test(test_budget_evicts_lru),
         cmocka_unit_test(test_load_error),
         cmocka_unit_test(test_concurrent),
