@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pairwise registration, in one run on the same simulated plate (known truth):
 #   - tessera estimate, 1 thread: ms per pair (CPU time of the whole run:
-#     decode, registration, solve, YAML, over all pairs registered) and peak
+#     decode, registration, solve, YAML, over all pairs registered; the
+#     kernel's microsecond figure, bench/cputime.py) and peak
 #     RSS; THREADS threads: pairs/s end to end;
 #   - the floor (bench/register_floor.c): decoding every tile once plus, per
 #     pair, the FFTW r2c of both strips and one c2r at estimate's strip
@@ -10,16 +11,19 @@
 #     --no-stage-model, of the first pass alone;
 #   - scikit-image phase_cross_correlation on the same strips
 #     (bench/register_bench.py): pairs/s of the correlation alone, error.
-#   bash bench/register_bench.sh [BUILD_DIR] [THREADS]   (default build, 2)
+#   bash bench/register_bench.sh [BUILD_DIR] [THREADS] [TILE_SIDE...]
+#   (default build, 2, all of 256 512 1024 2048)
 BUILD=${1:-build}
 THREADS=${2:-2}
+SIDES="${*:3}"
+SIDES=${SIDES:-256 512 1024 2048}
 source "$(dirname "$0")/lib.sh"
 
 # best of 3 (the machine may be shared): sets MS_CPU, MS_WALL, RSS_MB, PPS
 run() { # extra args...
   local best=""
   for _ in 1 2 3; do
-    /usr/bin/time -f "%e %U %S %M" -o "$WORK/time" "$T" estimate "$WORK/plate.zarr" -o "$WORK/shifts.yaml" \
+    "$PY" "$SRC/bench/cputime.py" "$WORK/time" "$T" estimate "$WORK/plate.zarr" -o "$WORK/shifts.yaml" \
       --overlap "$OVERLAP" --json "$@" > "$WORK/est.json" 2> "$WORK/est.err"
     read -r wall user sys rss < "$WORK/time"
     local line
@@ -38,6 +42,7 @@ NO_STAGE=""
 for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x2048 256"; do
   set -- $cfg
   GRID=$1 TILE=$2 OVERLAP=$3
+  [[ " $SIDES " == *" ${TILE%x*} "* ]] || continue
   echo "== $GRID tiles of $TILE uint16, overlap $OVERLAP px, jitter 4, noise 20, 5% blank"
   "$T" simulate -o "$WORK/plate.zarr" --grid "$GRID" --tile "$TILE" --overlap "$OVERLAP" --jitter 4 \
     --blank 0.05 --format 0.4 --truth "$WORK/truth.yaml" --seed 2 >/dev/null
