@@ -128,8 +128,15 @@ static void release_tile(void *user, int64_t id, float *data) {
  * task-clock 173 -> 161 ms). Under AddressSanitizer each keeps its own
  * allocation, so an overrun of one tile is not hidden in the next. Fails
  * quietly: the tiles are then malloc'd as before. */
-static void kept_arena(est_ctx *c, int64_t nkept, size_t tile_bytes) {
 #if defined(__SANITIZE_ADDRESS__)
+#define TS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TS_ASAN 1
+#endif
+#endif
+static void kept_arena(est_ctx *c, int64_t nkept, size_t tile_bytes) {
+#ifdef TS_ASAN
     (void)c, (void)nkept, (void)tile_bytes;
 #else
     const size_t huge = (size_t)2 << 20;
