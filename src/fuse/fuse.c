@@ -616,6 +616,8 @@ static ts_status well_run(fuse_well *Wp, ts_pool *pool, fuse_guard *guard, int i
     /* The other ranks open the arrays once the first has created them, at
      * the path it chose. */
     st = ts_dist_agree(dist, st, err);
+    /* Past the agreement any rank may write (the first rank's guard). */
+    if (st == TS_OK && guard) fuse_guard_writing(guard, index);
     if (st == TS_OK) st = ts_dist_bcast(dist, write_path, sizeof write_path, 0, err);
     if (st == TS_OK && !first) st = fuse_output_open(&W, write_path, false, err);
     if (st == TS_OK) st = fuse_plan_build(&W.L, W.tiles, W.ntiles, &W.plan, err);

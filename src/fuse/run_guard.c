@@ -16,6 +16,7 @@ struct fuse_guard_well {
     char row[4200], well[4200], image[4200]; /* OUT/ROW, OUT/ROW/COL, OUT/ROW/COL/0 */
     ts_staged staged;                        /* a replacement's, when staged.dir is not "" */
     bool row_existed, well_existed, image_existed;
+    bool writing;                            /* ranks may be writing its data (fuse_guard_writing) */
     bool done;                               /* its image is complete (and in place) */
 };
 
@@ -88,6 +89,8 @@ ts_status fuse_guard_start_well(fuse_guard *g, int i, char *write_path, size_t n
     return TS_OK;
 }
 
+void fuse_guard_writing(fuse_guard *g, int i) { g->wells[i].writing = true; }
+
 ts_status fuse_guard_finish_well(fuse_guard *g, int i, ts_error *err) {
     fuse_guard_well *w = &g->wells[i];
     if (w->staged.dir[0]) {
@@ -120,9 +123,14 @@ ts_status fuse_guard_fail(fuse_guard *g, ts_status st, ts_error *err) {
             remove_or_say(!w->row_existed ? w->row : !w->well_existed ? w->well : w->image, err);
         } else if (w->done) {
             continue; /* a complete image in place of the old one */
-        } else if (g->t_out >= 0) {
+        } else if (g->t_out >= 0 && w->writing) {
             snprintf(text, sizeof text, "; timepoint %d of the existing image %s may be partly "
                      "overwritten (re-run to complete it)", g->t_out, w->image);
+            append(err, text);
+        } else if (g->t_out >= 0) {
+            /* Refused while its arrays were opened and checked: no rank
+             * had written to it. */
+            snprintf(text, sizeof text, "; the existing image %s is left as it was", w->image);
             append(err, text);
         } else if (!w->staged.keep) {
             /* The replacement was being built beside the old image, which

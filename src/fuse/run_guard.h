@@ -8,7 +8,8 @@
  * created it, else the well images (and their new well/row groups) it
  * created and the temporary directories of replacements not swapped in.
  * Timepoints written by --t-out into an existing image cannot be undone:
- * the error then says which image may be partly overwritten. */
+ * the error then says which image may be partly overwritten (or, when the
+ * run failed before any rank wrote to it, that it is left as it was). */
 #ifndef TS_FUSE_RUN_GUARD_H
 #define TS_FUSE_RUN_GUARD_H
 
@@ -38,6 +39,12 @@ ts_status fuse_guard_begin(fuse_guard *g, const ts_fuse_options *opt, const char
  * "0" inside a new temporary directory beside the image ("0" too, as the
  * image's metadata names it by its directory). */
 ts_status fuse_guard_start_well(fuse_guard *g, int i, char *write_path, size_t n, ts_error *err);
+
+/* From here on any rank may write well i's data: its arrays are created,
+ * or opened and checked, on the first rank, and every rank has agreed.
+ * Before it, a failed --t-out run has not touched the existing image and
+ * says so. */
+void fuse_guard_writing(fuse_guard *g, int i);
 
 /* Well i's image is complete (every rank's data and its metadata written):
  * a replacement is swapped in (old image renamed into the temporary

@@ -341,6 +341,14 @@ def t_out_04_takes_the_given_shard():
     for level in range(3):
         got = R.read_output(out, "A/1", level=level)
         assert got[1].any() and np.array_equal(got[0], got[1]), "level %d of T 0 not written" % level
+    # Without --shard its block is still derived from the canvas, and the
+    # lower levels' chunks differ: refused while the arrays are checked,
+    # before any write, and the message says the image is as it was (it
+    # said timepoint 0 'may be partly overwritten').
+    before = tree_bytes(out)
+    r = run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", "--levels", "2", "--format", "0.4", expect=2)
+    assert "left as it was" in r.stderr and "partly overwritten" not in r.stderr, r.stderr
+    assert tree_bytes(out) == before, "a refused --t-out run changed the store"
 
 
 @case
