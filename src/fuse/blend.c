@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/orient.h"
+#include "common/pages.h"
 #include "fuse/fuse_internal.h"
 #include "gpu/gpu.h"
 
@@ -79,22 +80,6 @@ static size_t strip_mapped_size(size_t bytes) {
     return (bytes + g - 1) / g * g;
 }
 
-/* Faults a block buffer (or a large strip) in at once, on huge pages where
- * the kernel has them: faulting it in page by page was a visible share of a small
- * mosaic's time, and even a MAP_POPULATE'd 4 KiB-page mapping cost ~1.7 ms
- * per MB at its first write on a virtual machine (huge pages: ~0.1). Both
- * calls are advice; a kernel without them leaves the buffer to fault in. */
-static void populate_block_buffer(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-#ifdef MADV_POPULATE_WRITE
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
-#endif
-    /* Older kernel: touch one byte per page (the mapping is zero-filled). */
-    for (size_t i = 0; i < bytes; i += 4096) ((volatile unsigned char *)p)[i] = 0;
-}
-
 void *fuse_strip_alloc(fuse_well *W, size_t bytes) {
     if (bytes < STRIP_MMAP_MIN) return malloc(bytes ? bytes : 1);
     bytes = strip_mapped_size(bytes);
@@ -131,11 +116,7 @@ void *fuse_strip_alloc(fuse_well *W, size_t bytes) {
     /* A strip of 2 MiB or more on huge pages: the pages a trimmed kept
      * plane gives back (kept_trim) are faulted in again under the next
      * strips, and with 4 KiB pages that made 2048^2 tiles 3-7% slower. */
-    const bool huge = bytes >= ((size_t)2 << 20);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (huge ? 0 : MAP_POPULATE), -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    if (huge) populate_block_buffer(p, bytes);
-    return p;
+    return ts_pages_map(bytes, bytes >= ((size_t)2 << 20), true);
 }
 
 /* Returns a buffer of fuse_strip_alloc(W, bytes). */
@@ -527,13 +508,14 @@ static ts_status block_buffers(fuse_well *W, fuse_scratch *sc, ts_error *err) {
         if (sc->level[k]) continue;
         int64_t Bk = W->L.block >> k;
         size_t bytes = (size_t)(W->L.C * Bk * Bk) * W->out_elem;
-        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
+        /* Faulted in at once (a visible share of a small mosaic's time
+         * page by page), on huge pages. */
+        void *p = ts_pages_map(bytes, true, true);
+        if (!p)
             return ts_fail(err, TS_ERR_NOMEM, "block buffer of %lld x %lld px x %lld channels",
                            (long long)Bk, (long long)Bk, (long long)W->L.C);
         sc->level[k] = p;
         sc->level_bytes[k] = bytes;
-        populate_block_buffer(p, bytes);
     }
     return TS_OK;
 }

@@ -14,10 +14,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "common/error.h"
 #include "common/outpath.h"
+#include "common/pages.h"
 #include "common/orient.h"
 #include "common/pool.h"
 #include "mpi/dist.h"
@@ -121,13 +121,6 @@ static void release_tile(void *user, int64_t id, float *data) {
     if (!(c->arena && c->arena_slot[id] >= 0)) free(data);
 }
 
-/* The tiles the first pass keeps for the stage pass, all of them read at
- * once (nothing is evicted), in one mapping on huge pages: decoded into
- * fresh 4 KiB pages they cost ~7,000 page faults for the 100 tiles of 256
- * px of register_bench's first plate, about 7% of its estimate (perf stat,
- * task-clock 173 -> 161 ms). Under AddressSanitizer each keeps its own
- * allocation, so an overrun of one tile is not hidden in the next. Fails
- * quietly: the tiles are then malloc'd as before. */
 #if defined(__SANITIZE_ADDRESS__)
 #define TS_ASAN 1
 #elif defined(__has_feature)
@@ -135,6 +128,14 @@ static void release_tile(void *user, int64_t id, float *data) {
 #define TS_ASAN 1
 #endif
 #endif
+
+/* The tiles the first pass keeps for the stage pass, all of them read at
+ * once (nothing is evicted), in one mapping on huge pages: decoded into
+ * fresh 4 KiB pages they cost ~7,000 page faults for the 100 tiles of 256
+ * px of register_bench's first plate, about 7% of its estimate (perf stat,
+ * task-clock 173 -> 161 ms). Under AddressSanitizer each keeps its own
+ * allocation, so an overrun of one tile is not hidden in the next. Fails
+ * quietly: the tiles are then malloc'd as before. */
 static void kept_arena(est_ctx *c, int64_t nkept, size_t tile_bytes) {
 #ifdef TS_ASAN
     (void)c, (void)nkept, (void)tile_bytes;
@@ -143,14 +144,11 @@ static void kept_arena(est_ctx *c, int64_t nkept, size_t tile_bytes) {
     if (nkept <= 0 || tile_bytes > SIZE_MAX / (size_t)nkept - huge) return;
     const size_t bytes = ((size_t)nkept * tile_bytes + huge - 1) / huge * huge;
     int64_t *slot = malloc((size_t)(c->ntiles > 0 ? c->ntiles : 1) * sizeof *slot);
-    void *p = slot ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-    if (p == MAP_FAILED) {
+    void *p = slot ? ts_pages_map(bytes, true, false) : NULL; /* faulted in as tiles are decoded */
+    if (!p) {
         free(slot);
         return;
     }
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
     int64_t k = 0;
     for (int64_t t = 0; t < c->ntiles; t++) slot[t] = c->kept[t] ? k++ : -1;
     c->arena = p, c->arena_bytes = bytes, c->arena_slot = slot;
@@ -949,7 +947,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     }
     ts_pool_destroy(pool);
     ts_tile_cache_destroy(c.cache);
-    if (c.arena) munmap(c.arena, c.arena_bytes);
+    ts_pages_unmap(c.arena, c.arena_bytes);
     free(c.arena_slot);
     free(c.edges);
     free(c.kept);
