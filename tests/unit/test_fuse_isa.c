@@ -14,13 +14,11 @@
 
 #include <cmocka.h>
 
+#include "xorshift.h"
 #include "fuse/kernels.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t next_u32(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 11);
-}
+static uint32_t next_u32(void) { return (uint32_t)(xorshift64(&rng) >> 11); }
 
 static float any_float(void) {
     switch (next_u32() % 8) {

@@ -17,16 +17,12 @@
 #include <float.h>
 #include <math.h>
 
+#include "xorshift.h"
 #include "fuse/kernels.h"
 #include "gpu/gpu.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(xorshift64(&rng_state) >> 16); }
 /* Values with zeros (padding), small and large ones. */
 static uint16_t rnd_u16(void) {
     uint32_t r = rnd() % 8;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xorshift.h"
 #include "common/orient.h"
 #include "register/register.h"
 
@@ -19,16 +20,8 @@ typedef struct blob { double y, x, s, a; } blob;
 typedef struct scene { int n; blob *b; } scene;
 
 static uint64_t rng_state = 12345;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static double nrand(void) {
-    double u = urand() + 1e-12, v = urand();
-    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
-}
+static double urand(void) { return xorshift_u01(&rng_state); }
+static double nrand(void) { return xorshift_normal(&rng_state); }
 
 static scene make_scene(int n, double H, double W) {
     scene s = {n, malloc((size_t)n * sizeof(blob))};

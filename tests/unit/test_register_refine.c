@@ -14,20 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "xorshift.h"
 #include "register/refine.h"
 #include "register/register.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static double nrand(void) {
-    double u = urand() + 1e-12, v = urand();
-    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
-}
+static double urand(void) { return xorshift_u01(&rng_state); }
+static double nrand(void) { return xorshift_normal(&rng_state); }
 
 /* A smooth texture: random plane waves below 0.12 cycles/px, evaluated at
  * continuous coordinates (sub-pixel shifts are exact). */

@@ -12,15 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xorshift.h"
 #include "register/register.h"
 
 static uint64_t rng = 88172645463325252ull;
-static double urand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return xorshift_u01(&rng); }
 
 /* The definition: means, variances and covariance of the overlap in double,
  * two passes. */

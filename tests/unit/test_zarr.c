@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "xorshift.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/pool.h"
@@ -22,12 +23,7 @@
 SCRATCH_FIXTURES("test_zarr")
 
 static uint64_t rng_state = 88172645463325252ull;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng(void) { return xorshift64(&rng_state); }
 
 /* ----------------------------------------------------------------- crc32c */
 
