@@ -310,30 +310,32 @@ static ts_status peek_existing(const char *image_path, existing_out *ex, ts_erro
     return TS_OK;
 }
 
-/* A codec as fuse's --codec spells it (NAME:LEVEL), or its parts where it
- * is none of those (a store another tool wrote). */
-static void codec_text(const tz_codec *c, char *buf, size_t n) {
-    if (!c->id) {
-        snprintf(buf, n, "none");
-        return;
-    }
-    switch (c->id) {
-    case TZ_CODEC_ZSTD: snprintf(buf, n, "zstd:%d", c->level); break;
-    case TZ_CODEC_GZIP: snprintf(buf, n, "gzip:%d", c->level); break;
-    case TZ_CODEC_BLOSC:
-        if ((!strcmp(c->cname, "lz4") || !strcmp(c->cname, "zstd")) && c->shuffle == TZ_SHUFFLE_BYTE)
-            snprintf(buf, n, "blosc-%s:%d", c->cname, c->level);
-        else
-            snprintf(buf, n, "blosc %s:%d shuffle %d", c->cname, c->level, (int)c->shuffle);
-        break;
-    default: snprintf(buf, n, "zlib:%d", c->level); break;
-    }
+/* The bytes->bytes codec tz_meta_set_codec_level writes for codec at
+ * level (id 0: none). */
+static tz_codec compressor_of(ts_codec codec, int level) {
+    tz_array_meta m;
+    tz_array_meta_init(&m, 2);
+    tz_meta_set_codec_level(&m, codec, level);
+    return m.codecs.n ? m.codecs.c[0] : (tz_codec){0};
 }
 
 static bool same_codec(const tz_codec *a, const tz_codec *b) {
     if (a->id != b->id) return false;
     if (!a->id) return true;
     return a->level == b->level && (a->id != TZ_CODEC_BLOSC || (!strcmp(a->cname, b->cname) && a->shuffle == b->shuffle));
+}
+
+/* A codec as --codec spells it (ts_codec_name, NAME:LEVEL) when it is one
+ * fuse writes, else its parts (a store another tool wrote). */
+static void codec_text(const tz_codec *c, char *buf, size_t n) {
+    for (int k = TS_CODEC_ZSTD; k <= TS_CODEC_NONE; k++) {
+        tz_codec ours = compressor_of((ts_codec)k, c->level);
+        if (!same_codec(c, &ours)) continue;
+        if (c->id) snprintf(buf, n, "%s:%d", ts_codec_name((ts_codec)k), c->level);
+        else snprintf(buf, n, "%s", ts_codec_name((ts_codec)k));
+        return;
+    }
+    snprintf(buf, n, "codec %d (%s) level %d shuffle %d", (int)c->id, c->cname, c->level, (int)c->shuffle);
 }
 
 /* --t-out into an existing mosaic writes in its layout and codec: a value
@@ -358,10 +360,7 @@ static ts_status check_given_layout(const ts_fuse_options *opt, const existing_o
         return ts_fail(err, TS_ERR_ARG, "%s: --levels %d differs from the existing mosaic's %d extra level%s; %s",
                        image_path, opt->levels, ex->levels, ex->levels == 1 ? "" : "s", tail);
     if (opt->given & TS_FUSE_GIVEN_CODEC) {
-        tz_array_meta want;
-        tz_array_meta_init(&want, 2);
-        tz_meta_set_codec_level(&want, opt->codec, opt->codec_level);
-        tz_codec mine = want.codecs.n ? want.codecs.c[0] : (tz_codec){0};
+        const tz_codec mine = compressor_of(opt->codec, opt->codec_level);
         if (!same_codec(&mine, &ex->compressor)) {
             char a[64], b[64];
             codec_text(&mine, a, sizeof a);
