@@ -247,15 +247,6 @@ def tcz_policy_min_and_max():
         compare_u16(got, ref, "tcz " + pol)
 
 
-def tree_bytes(root):
-    out = {}
-    for dp, _, fs in os.walk(root):
-        for f in fs:
-            with open(os.path.join(dp, f), "rb") as fh:
-                out[os.path.relpath(os.path.join(dp, f), root)] = fh.read()
-    return out
-
-
 def t_out_refuses_a_chosen_layout(d, store, fmt):
     """--t-out into an existing mosaic (chunk 16, 1 level, the default
     codec) writes in its layout: a flag that chooses another layout, codec
@@ -263,7 +254,7 @@ def t_out_refuses_a_chosen_layout(d, store, fmt):
     was (each was ignored, exit 0: the run came out in the store's layout,
     not the one asked for). The same values given explicitly are taken."""
     p, s = os.path.join(d, "p.zarr"), os.path.join(d, "s.yaml")
-    before = tree_bytes(store)
+    before = tree_digest(store)
     other = "0.5" if fmt == "0.4" else "0.4"
     layout = ["--chunk", "16", "--format", fmt]
     for flags, words in ((["--chunk", "8", "--format", fmt], ["--chunk 8", "16 px"]),
@@ -274,11 +265,11 @@ def t_out_refuses_a_chosen_layout(d, store, fmt):
         r = run("fuse", p, s, "-o", store, "--t-out", 0, *flags, expect=2)
         for w in words:
             assert w in r.stderr, (flags, w, r.stderr)
-        assert tree_bytes(store) == before, "a refused --t-out run changed the store (%s)" % flags
+        assert tree_digest(store) == before, "a refused --t-out run changed the store (%s)" % flags
     if fmt == "0.5":
         r = run("fuse", p, s, "-o", store, "--t-out", 0, "--chunk", "16", "--shard", "7", expect=2)
         assert "--shard 7" in r.stderr, r.stderr
-        assert tree_bytes(store) == before
+        assert tree_digest(store) == before
     # The store's own values, chosen explicitly: taken.
     run("fuse", p, s, "-o", store, "--t-out", 0, "--chunk", "16", "--levels", 1, "--codec", "blosc-zstd:3",
         "--format", fmt)
@@ -345,10 +336,10 @@ def t_out_04_takes_the_given_shard():
     # lower levels' chunks differ: refused while the arrays are checked,
     # before any write, and the message says the image is as it was (it
     # said timepoint 0 'may be partly overwritten').
-    before = tree_bytes(out)
+    before = tree_digest(out)
     r = run("fuse", p, s, "-o", out, "--t-out", 0, "--chunk", "16", "--levels", "2", "--format", "0.4", expect=2)
     assert "left as it was" in r.stderr and "partly overwritten" not in r.stderr, r.stderr
-    assert tree_bytes(out) == before, "a refused --t-out run changed the store"
+    assert tree_digest(out) == before, "a refused --t-out run changed the store"
 
 
 @case
