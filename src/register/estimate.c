@@ -63,15 +63,18 @@ typedef struct est_ctx {
     int64_t first, nlocal;
     ts_tile_cache *cache;
     /* The stage model's pass re-reads tiles: when all this rank's fit the
-     * cache, the first pass keeps them for it (kept[id]: tile id holds one
-     * use more, given back after the pass) instead of decoding them again. */
+     * cache, the first pass keeps those of the pairs the pass may redo
+     * (ts_stage_may_redo) instead of decoding them again (kept[id]: tile id
+     * holds one use more, given back after the pass). */
     bool keep_tiles;
-    unsigned char *kept;
-    /* The kept tiles' buffers: one mapping, tile id's at arena_slot[id]
-     * (-1: malloc'd), on huge pages where the kernel has them (kept_arena). */
+    atomic_uchar *kept;
+    /* Then the tiles' buffers are slots of one mapping, on huge pages where
+     * the kernel has them (kept_arena), a dropped tile's slot taken by the
+     * next tile read; arena_free[0, arena_nfree) are the free slots. */
     unsigned char *arena;
-    size_t arena_bytes;
-    int64_t *arena_slot;
+    size_t arena_bytes, arena_tile;
+    int64_t *arena_free, arena_nfree;
+    pthread_mutex_t arena_mu;
     int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
@@ -114,11 +117,30 @@ void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
     }
 }
 
-/* A tile buffer back (the cache's release): the arena's stay mapped until
- * the estimate ends. */
+/* A buffer for one tile: a free slot of the arena, the most recently
+ * freed first (its pages are faulted in already), else malloc'd. */
+static float *take_tile(est_ctx *c, size_t bytes) {
+    float *out = NULL;
+    if (c->arena && bytes == c->arena_tile) {
+        pthread_mutex_lock(&c->arena_mu);
+        if (c->arena_nfree > 0) out = (float *)(c->arena + (size_t)c->arena_free[--c->arena_nfree] * bytes);
+        pthread_mutex_unlock(&c->arena_mu);
+    }
+    return out ? out : malloc(bytes);
+}
+
+/* A tile buffer back (the cache's release): an arena slot is free again. */
 static void release_tile(void *user, int64_t id, float *data) {
-    const est_ctx *c = user;
-    if (!(c->arena && c->arena_slot[id] >= 0)) free(data);
+    (void)id;
+    est_ctx *c = user;
+    const unsigned char *b = (const unsigned char *)data;
+    if (c->arena && b >= c->arena && b < c->arena + c->arena_bytes) {
+        pthread_mutex_lock(&c->arena_mu);
+        c->arena_free[c->arena_nfree++] = (int64_t)((size_t)(b - c->arena) / c->arena_tile);
+        pthread_mutex_unlock(&c->arena_mu);
+    } else {
+        free(data);
+    }
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -129,29 +151,32 @@ static void release_tile(void *user, int64_t id, float *data) {
 #endif
 #endif
 
-/* The tiles the first pass keeps for the stage pass, all of them read at
- * once (nothing is evicted), in one mapping on huge pages: decoded into
- * fresh 4 KiB pages they cost ~7,000 page faults for the 100 tiles of 256
- * px of register_bench's first plate, about 7% of its estimate (perf stat,
- * task-clock 173 -> 161 ms). Under AddressSanitizer each keeps its own
- * allocation, so an overrun of one tile is not hidden in the next. Fails
- * quietly: the tiles are then malloc'd as before. */
-static void kept_arena(est_ctx *c, int64_t nkept, size_t tile_bytes) {
+/* The tile buffers of a first pass that keeps tiles for the stage pass:
+ * one mapping on huge pages, with a slot for each of the nslots tiles the
+ * pass reads (nothing is evicted), faulted in only as slots are first
+ * used. Decoded into fresh 4 KiB pages the 100 tiles of 256 px of
+ * register_bench's first plate cost ~7,000 page faults, about 7% of its
+ * estimate (perf stat, task-clock 173 -> 161 ms). Fresh memory is what
+ * keeping costs: a dropped tile's slot is reused, so only the kept tiles
+ * and the working set are ever faulted in. Under AddressSanitizer each
+ * tile keeps its own allocation, so an overrun of one tile is not hidden
+ * in the next. Fails quietly: the tiles are then malloc'd as before. */
+static void kept_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
 #ifdef TS_ASAN
-    (void)c, (void)nkept, (void)tile_bytes;
+    (void)c, (void)nslots, (void)tile_bytes;
 #else
     const size_t huge = (size_t)2 << 20;
-    if (nkept <= 0 || tile_bytes > SIZE_MAX / (size_t)nkept - huge) return;
-    const size_t bytes = ((size_t)nkept * tile_bytes + huge - 1) / huge * huge;
-    int64_t *slot = malloc((size_t)(c->ntiles > 0 ? c->ntiles : 1) * sizeof *slot);
-    void *p = slot ? ts_pages_map(bytes, true, false) : NULL; /* faulted in as tiles are decoded */
+    if (nslots <= 0 || tile_bytes == 0 || tile_bytes > (SIZE_MAX - huge) / (size_t)nslots) return;
+    const size_t bytes = ((size_t)nslots * tile_bytes + huge - 1) / huge * huge;
+    int64_t *free_slots = malloc((size_t)nslots * sizeof *free_slots);
+    void *p = free_slots ? ts_pages_map(bytes, true, false) : NULL; /* faulted in as tiles are decoded */
     if (!p) {
-        free(slot);
+        free(free_slots);
         return;
     }
-    int64_t k = 0;
-    for (int64_t t = 0; t < c->ntiles; t++) slot[t] = c->kept[t] ? k++ : -1;
-    c->arena = p, c->arena_bytes = bytes, c->arena_slot = slot;
+    for (int64_t k = 0; k < nslots; k++) free_slots[k] = nslots - 1 - k; /* slot 0 taken first */
+    c->arena = p, c->arena_bytes = bytes, c->arena_tile = tile_bytes;
+    c->arena_free = free_slots, c->arena_nfree = nslots;
 #endif
 }
 
@@ -196,8 +221,7 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     const bool identity = ts_orient_k(o) == 0 && !o->flipud && !o->fliplr;
     raw = malloc(n * ts_dtype_size(am->dtype));
     flat = identity ? NULL : malloc(n * sizeof(float));
-    out = c->arena && c->arena_slot[id] >= 0 ? (float *)(c->arena + (size_t)c->arena_slot[id] * n * sizeof(float))
-                                             : malloc(n * sizeof(float));
+    out = take_tile(c, n * sizeof(float));
     if (!raw || (!identity && !flat) || !out) {
         st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
                      (long long)c->raw_h, (long long)c->raw_w);
@@ -278,6 +302,9 @@ static int register_edge(void *user, int64_t i, int worker) {
         st = ts_tile_cache_get(c->cache, ib, &tb, &err);
         if (st == TS_OK) {
             st = ts_register_pair(*slot, g, ta, tb, (int)c->w, &e->res, &err);
+            if (st == TS_OK && c->kept && ts_stage_may_redo(&e->res)) /* while this pair still holds them */
+                for (int k = 0; k < 2; k++)
+                    if (!atomic_exchange(&c->kept[k ? ib : ia], 1)) ts_tile_cache_add_uses(c->cache, k ? ib : ia, 1);
             ts_tile_cache_release(c->cache, ib);
         }
         ts_tile_cache_release(c->cache, ia);
@@ -599,9 +626,9 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
         /* All of them within the budget: nothing is evicted, so keeping
          * them costs the first pass no read. */
         const size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
-        if ((size_t)used <= opt->cache_bytes / tile_bytes && (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), 1))) {
-            for (int64_t t = 0; t < c->ntiles; t++)
-                if (uses[t]) uses[t]++, c->kept[t] = 1;
+        if ((size_t)used <= opt->cache_bytes / tile_bytes &&
+            (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), sizeof *c->kept))) {
+            for (int64_t t = 0; t < c->ntiles; t++) atomic_init(&c->kept[t], 0);
             kept_arena(c, used, tile_bytes);
         }
     }
@@ -911,6 +938,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     memset(&c, 0, sizeof c);
     c.opt = opt;
     pthread_mutex_init(&c.mu, NULL);
+    pthread_mutex_init(&c.arena_mu, NULL);
     ts_register_options_init(&c.reg);
     c.reg.clahe = opt->clahe;
     c.reg.max_shift = ts_estimate_max_shift(opt);
@@ -948,7 +976,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_pool_destroy(pool);
     ts_tile_cache_destroy(c.cache);
     ts_pages_unmap(c.arena, c.arena_bytes);
-    free(c.arena_slot);
+    free(c.arena_free);
     free(c.edges);
     free(c.kept);
     free(c.tile_base);
@@ -957,6 +985,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_shifts_free(s);
     ts_plate_close(c.plate);
     pthread_mutex_destroy(&c.mu);
+    pthread_mutex_destroy(&c.arena_mu);
     if (result == &local_result) ts_estimate_result_free(result);
     return st;
 }

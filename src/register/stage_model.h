@@ -55,6 +55,13 @@ typedef struct ts_stage_plan {
     double ey, ex;       /* predicted origin offset (its row's or column's median) */
 } ts_stage_plan;
 
+/* Whether the model's plan may redo a pair from its first result alone:
+ * unmatched, weak, or without a sub-pixel fit (redone where the direction's
+ * stage scatters widely). The plan redoes these and the outlying pairs
+ * (which only the model can tell); estimate keeps the tiles of these for
+ * the pass and reads an outlier's tiles again. */
+bool ts_stage_may_redo(const ts_register_result *r);
+
 /* Fits the model to p[0, n) (tiles h x w after orientation) and fills
  * plan[0, n). A direction without enough agreeing trusted pairs gets no
  * model (valid false) and none of its pairs is redone. */

@@ -9,6 +9,10 @@
  *   them again through a cache of its own);
  * - with the default cache the first pass keeps its tiles for the pass:
  *   no tile is decoded twice (tile_reads counts both passes);
+ * - on a plate with little jitter, where most pairs are confident, the
+ *   first pass keeps only the tiles of the pairs the pass may redo
+ *   (ts_stage_may_redo): the cache's peak stays under the whole plate, and
+ *   the file is the same bytes as when nothing is kept;
  * - ts_tile_cache_add_uses: a use added keeps an idle tile, one given
  *   back drops it. */
 #include <setjmp.h>
@@ -119,6 +123,42 @@ static void test_pass(void **state) {
     ts_estimate_result_free(&r1), ts_estimate_result_free(&r2), ts_estimate_result_free(&r3);
 }
 
+static void test_keeps_only_may_redo(void **state) {
+    (void)state;
+    char calm[600];
+    snprintf(calm, sizeof calm, "%s/calm.zarr", scratch_dir);
+    ts_simulate_options so;
+    ts_simulate_options_init(&so);
+    so.output = calm;
+    so.grid_cols = so.grid_rows = 8;
+    so.tile_h = so.tile_w = 128;
+    so.overlap = 24;
+    so.jitter = 1;
+    so.blank_fraction = 0.1;
+    so.seed = 3;
+    so.threads = 2;
+    ts_error err;
+    assert_int_equal(ts_simulate(&so, &err), TS_OK);
+    char saved[600];
+    snprintf(saved, sizeof saved, "%s", plate);
+    snprintf(plate, sizeof plate, "%s", calm);
+    ts_estimate_result r1, r2;
+    size_t n1, n2;
+    void *kept = estimate("calm1.yaml", 1, 0, NULL, &r1, &n1);
+    void *reread = estimate("calm2.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r2, &n2);
+    snprintf(plate, sizeof plate, "%s", saved);
+    const size_t tile = (size_t)128 * 128 * sizeof(float);
+    /* Every tile kept would leave all 64 in the cache at the end of the
+     * first pass (the peak the previous rule reached). */
+    assert_true(r1.peak_cache_bytes > 0);
+    assert_true((size_t)r1.peak_cache_bytes < (size_t)r1.tiles * tile);
+    assert_true(r1.tile_reads >= r1.tiles);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(kept, reread, n1);
+    free(kept), free(reread);
+    ts_estimate_result_free(&r1), ts_estimate_result_free(&r2);
+}
+
 static int loads;
 static ts_status count_load(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
     (void)user, (void)id, (void)err;
@@ -161,6 +201,7 @@ static void test_add_uses(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass),
+        cmocka_unit_test(test_keeps_only_may_redo),
         cmocka_unit_test(test_add_uses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
