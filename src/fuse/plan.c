@@ -185,7 +185,7 @@ static int cmp_tile_slot(const void *a, const void *b) {
     return (x->tile > y->tile) - (x->tile < y->tile);
 }
 
-void fuse_block_costs(const fuse_plan *p, const fuse_tile *tiles, int64_t *cost) {
+void fuse_block_costs(const fuse_plan *p, int64_t *cost) {
     const fuse_layout *L = &p->L;
     for (int b = 0; b < p->nbands; b++) {
         const fuse_band *band = &p->bands[b];
@@ -199,12 +199,61 @@ void fuse_block_costs(const fuse_plan *p, const fuse_tile *tiles, int64_t *cost)
             if (c > 0) c += (band->y1 - band->y0) * (x1 - x0);
             cost[(int64_t)b * L->nbx + bx] = c;
         }
-        /* A tile is decoded where it is first read: its first band, first
-         * block. Without it the rank holding the first band, where two rows
-         * of tiles begin, finished ~10% after the other. */
-        for (int s = 0; s < band->nslots; s++)
-            if (band->slots[s].r0 == 0) cost[(int64_t)b * L->nbx + band->slots[s].bx0] += tiles[band->slots[s].tile].h * tiles[band->slots[s].tile].w;
     }
+}
+
+/* The split of the blocks into ranks' runs: the cost of a run is its
+ * blocks' (fuse_block_costs) plus the decoding of every tile it reads,
+ * once (its area): a tile whose blocks two ranks share is decoded by both.
+ * Counting a tile only where it is first read left the rank after each
+ * border those decodes unpaid: on the 6x5 plate of 2048^2 tiles, 8 of the
+ * 30 tiles decoded twice, rank 1 working while rank 0 waited at the end.
+ * A run's cost only grows as it takes more blocks, so the greedy cut (each
+ * run as long as fits under a bound) finds the runs of the smallest
+ * largest cost, searched by bisection on the bound. */
+typedef struct run_split {
+    const fuse_plan *p;
+    const fuse_tile *tiles;
+    const int64_t *cost;  /* per block */
+    int *stamp;           /* per tile: the run that last paid its decoding */
+    int run;
+} run_split;
+
+/* What block g adds to the current run: its cost and the decoding of its
+ * tiles the run has not read yet (now marked read). */
+static int64_t run_add(run_split *x, int64_t g) {
+    const fuse_band *band = &x->p->bands[g / x->p->L.nbx];
+    const int64_t bx = g % x->p->L.nbx;
+    int64_t c = x->cost[g];
+    for (int k = band->block_start[bx]; k < band->block_start[bx + 1]; k++) {
+        const int tile = band->slots[band->block_slots[k]].tile;
+        if (x->stamp[tile] != x->run) {
+            x->stamp[tile] = x->run;
+            c += x->tiles[tile].h * x->tiles[tile].w;
+        }
+    }
+    return c;
+}
+
+/* Cuts [0, n) greedily into runs of cost <= bound (each at least one
+ * block); returns how many. With ends, ends[i] = the end of run i, for the
+ * first `size` runs. */
+static int64_t run_cut(run_split *x, int64_t n, int64_t bound, int64_t *ends, int size) {
+    int64_t runs = 0, g = 0;
+    while (g < n) {
+        x->run++;
+        int64_t acc = 0;
+        const int64_t start = g;
+        while (g < n) {
+            const int64_t add = run_add(x, g);
+            if (g > start && acc + add > bound) break;
+            acc += add;
+            g++;
+        }
+        if (ends && runs < size) ends[runs] = g;
+        runs++;
+    }
+    return runs;
 }
 
 ts_status fuse_rank_blocks(const fuse_plan *p, const fuse_tile *tiles, int rank, int size, int64_t *g0, int64_t *g1,
@@ -212,11 +261,39 @@ ts_status fuse_rank_blocks(const fuse_plan *p, const fuse_tile *tiles, int rank,
     const int64_t n = (int64_t)p->nbands * p->L.nbx;
     *g0 = 0, *g1 = n;
     if (size <= 1) return TS_OK;
+    int ntiles = 0;
+    for (int b = 0; b < p->nbands; b++)
+        for (int s = 0; s < p->bands[b].nslots; s++)
+            if (p->bands[b].slots[s].tile >= ntiles) ntiles = p->bands[b].slots[s].tile + 1;
     int64_t *cost = malloc((size_t)(n > 0 ? n : 1) * sizeof *cost);
-    if (!cost) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld block costs", (long long)n);
-    fuse_block_costs(p, tiles, cost);
-    ts_dist_share_weighted(cost, n, rank, size, g0, g1);
-    free(cost);
+    int64_t *ends = malloc((size_t)size * sizeof *ends);
+    int *stamp = calloc((size_t)(ntiles > 0 ? ntiles : 1), sizeof *stamp);
+    if (!cost || !ends || !stamp) {
+        free(cost), free(ends), free(stamp);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the costs of %lld blocks", (long long)n);
+    }
+    fuse_block_costs(p, cost);
+    run_split x = {p, tiles, cost, stamp, 0};
+    /* The bound lies between the dearest single block and the whole. */
+    int64_t lo = 0, hi = 0;
+    for (int64_t g = 0; g < n; g++) {
+        x.run++;
+        const int64_t c = run_add(&x, g);
+        if (c > lo) lo = c;
+    }
+    x.run++;
+    for (int64_t g = 0; g < n; g++) hi += run_add(&x, g);
+    if (hi < lo) hi = lo;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (run_cut(&x, n, mid, NULL, size) <= size) hi = mid;
+        else lo = mid + 1;
+    }
+    for (int r = 0; r < size; r++) ends[r] = n; /* ranks past the last run: none */
+    run_cut(&x, n, lo, ends, size);
+    *g0 = rank == 0 ? 0 : ends[rank - 1];
+    *g1 = ends[rank];
+    free(cost), free(ends), free(stamp);
     return TS_OK;
 }
 

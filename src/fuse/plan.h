@@ -139,21 +139,21 @@ typedef struct fuse_plan {
 ts_status fuse_plan_build(const fuse_layout *L, const fuse_tile *tiles, int ntiles,
                           fuse_plan **out, ts_error *err);
 
-/* The work of each block, cost[band * nbx + bx] (nbands * nbx entries), by
- * which MPI ranks split a plate (ts_dist_share_weighted): the tile rows
- * blended into it (rows x block width per tile touching it) plus its area
- * in the canvas (normalised, downsampled, encoded), 0 for a block no tile
- * touches (all fill: nothing is encoded or stored); plus the area of each
- * tile (tiles: the plan's) first read there (its first band's block bx0),
- * its decoding. */
-void fuse_block_costs(const fuse_plan *p, const fuse_tile *tiles, int64_t *cost);
+/* The work of each block, cost[band * nbx + bx] (nbands * nbx entries):
+ * the tile rows blended into it (rows x block width per tile touching it)
+ * plus its area in the canvas (normalised, downsampled, encoded), 0 for a
+ * block no tile touches (all fill: nothing is encoded or stored). */
+void fuse_block_costs(const fuse_plan *p, int64_t *cost);
 
 /* The blocks [*g0, *g1) of each (t, z) (numbered band * nbx + bx) that
- * rank `rank` of `size` fuses: contiguous runs of about equal cost
- * (fuse_block_costs), in rank order, covering every block, the same split
- * on every rank; all of them for one process. A block is one shard at
- * every level (0.5; its own chunks in 0.4), so no shard or chunk is
- * written by two ranks even where a band is split between two. */
+ * rank `rank` of `size` fuses: contiguous runs in rank order, covering
+ * every block, the same split on every rank; all of them for one process.
+ * A run costs its blocks' fuse_block_costs plus the area of every tile
+ * (tiles: the plan's) it reads, once (its decoding, paid by each rank that
+ * reads the tile); the runs are those of the smallest largest cost. A
+ * block is one shard at every level (0.5; its own chunks in 0.4), so no
+ * shard or chunk is written by two ranks even where a band is split
+ * between two. */
 ts_status fuse_rank_blocks(const fuse_plan *p, const fuse_tile *tiles, int rank, int size, int64_t *g0, int64_t *g1,
                            ts_error *err);
 void fuse_plan_free(fuse_plan *p);

@@ -105,30 +105,6 @@ ts_status ts_dist_reduce(const ts_dist *d, int64_t *v, const ts_dist_op *op, int
     return TS_OK;
 }
 
-/* The first item whose middle lies at or past target along the running
- * sum of cost[0..n) (negative costs count as 0). */
-static int64_t first_reaching(const int64_t *cost, int64_t n, double target) {
-    double acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double c = cost[i] > 0 ? (double)cost[i] : 0;
-        if (acc + 0.5 * c >= target) return i; /* the item goes where its middle lies */
-        acc += c;
-    }
-    return n;
-}
-
-void ts_dist_share_weighted(const int64_t *cost, int64_t n, int rank, int size, int64_t *lo, int64_t *hi) {
-    double total = 0;
-    for (int64_t i = 0; i < n; i++) total += (double)(cost[i] > 0 ? cost[i] : 0);
-    if (size <= 1 || n <= 0 || !(total > 0)) {
-        ts_dist_share(n, rank, size, lo, hi);
-        return;
-    }
-    *lo = rank == 0 ? 0 : first_reaching(cost, n, total * rank / size);
-    *hi = rank == size - 1 ? n : first_reaching(cost, n, total * (rank + 1) / size);
-    if (*hi < *lo) *hi = *lo;
-}
-
 void ts_dist_share(int64_t n, int rank, int size, int64_t *lo, int64_t *hi) {
     if (size <= 1 || n <= 0) {
         *lo = 0, *hi = n > 0 ? n : 0;

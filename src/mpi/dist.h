@@ -61,10 +61,5 @@ ts_status ts_dist_reduce(const ts_dist *d, int64_t *v, const ts_dist_op *op, int
 /* The contiguous share [*lo, *hi) of rank `rank` among size ranks of n
  * items: in rank order, covering [0, n), sizes within one of each other. */
 void ts_dist_share(int64_t n, int rank, int size, int64_t *lo, int64_t *hi);
-/* The same for items of unequal cost (cost[0..n), >= 0): contiguous runs
- * of about equal total cost, every rank computing the same split; items
- * of zero cost go with their neighbours. Falls back to ts_dist_share when
- * every cost is 0. */
-void ts_dist_share_weighted(const int64_t *cost, int64_t n, int rank, int size, int64_t *lo, int64_t *hi);
 
 #endif

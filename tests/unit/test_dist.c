@@ -84,44 +84,10 @@ static void test_shares(void **state) {
     assert_int_equal(hi - lo, 0);
 }
 
-/* Weighted shares tile [0, n) in order, and no rank's cost exceeds an
- * even share by more than the largest item. */
-static void test_weighted_shares(void **state) {
-    (void)state;
-    /* The 219 MP canvas's case: the middle bands carry the tiles. */
-    const int64_t cost[] = {1, 9, 9, 9, 9, 1, 0, 0};
-    for (int size = 1; size <= 9; size++) {
-        int64_t next = 0, total = 0, big = 0;
-        for (int i = 0; i < 8; i++) total += cost[i], big = cost[i] > big ? cost[i] : big;
-        for (int r = 0; r < size; r++) {
-            int64_t lo, hi, c = 0;
-            ts_dist_share_weighted(cost, 8, r, size, &lo, &hi);
-            assert_int_equal(lo, next);
-            assert_true(hi >= lo && hi <= 8);
-            for (int64_t i = lo; i < hi; i++) c += cost[i];
-            assert_true((double)c <= (double)total / size + (double)big);
-            next = hi;
-        }
-        assert_int_equal(next, 8);
-    }
-    int64_t lo, hi;
-    /* 2 ranks: 1+9+9 | 9+9+1, not the 4 | 4 bands of an even count split
-     * (that gives 28 | 10). */
-    ts_dist_share_weighted(cost, 8, 0, 2, &lo, &hi);
-    assert_int_equal(lo, 0);
-    assert_int_equal(hi, 3);
-    /* all zero: the even split */
-    const int64_t zero[4] = {0};
-    ts_dist_share_weighted(zero, 4, 1, 2, &lo, &hi);
-    assert_int_equal(lo, 2);
-    assert_int_equal(hi, 4);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_serial_dist),
         cmocka_unit_test(test_shares),
-        cmocka_unit_test(test_weighted_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
