@@ -30,24 +30,30 @@
 #include "scratch_dir.h"
 #include "tessera/tessera.h"
 
-static char plate[600];
+static char plate[600], calm[600];
+
+/* A grid x grid plate of 128-px tiles, overlap 24, 10% blank. */
+static ts_status simulate_plate(const char *out, int grid, int jitter, uint64_t seed) {
+    ts_simulate_options so;
+    ts_simulate_options_init(&so);
+    so.output = out;
+    so.grid_cols = so.grid_rows = grid;
+    so.tile_h = so.tile_w = 128;
+    so.overlap = 24;
+    so.jitter = jitter;
+    so.blank_fraction = 0.1;
+    so.seed = seed;
+    so.threads = 2;
+    ts_error err;
+    return ts_simulate(&so, &err);
+}
 
 static int setup(void **state) {
     (void)state;
     if (scratch_setup("test_stage_pass")) return -1;
     snprintf(plate, sizeof plate, "%s/plate.zarr", scratch_dir);
-    ts_simulate_options so;
-    ts_simulate_options_init(&so);
-    so.output = plate;
-    so.grid_cols = so.grid_rows = 7;
-    so.tile_h = so.tile_w = 128;
-    so.overlap = 24;
-    so.jitter = 6;
-    so.blank_fraction = 0.1;
-    so.seed = 6;
-    so.threads = 2;
-    ts_error err;
-    return ts_simulate(&so, &err) == TS_OK ? 0 : -1;
+    snprintf(calm, sizeof calm, "%s/calm.zarr", scratch_dir);
+    return simulate_plate(plate, 7, 6, 6) == TS_OK && simulate_plate(calm, 8, 1, 3) == TS_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -76,12 +82,12 @@ static void on_progress(void *user, const char *stage, int64_t done, int64_t tot
 }
 
 /* Estimates into out; returns the file's bytes (malloc'd), *n their count. */
-static void *estimate(const char *name, int threads, size_t cache, events *ev, ts_estimate_result *r, size_t *n) {
+static void *estimate(const char *input, const char *name, int threads, size_t cache, events *ev, ts_estimate_result *r, size_t *n) {
     char out[700];
     snprintf(out, sizeof out, "%s/%s", scratch_dir, name);
     ts_estimate_options eo;
     ts_estimate_options_init(&eo);
-    eo.input = plate;
+    eo.input = input;
     eo.output = out;
     eo.overlap_x = eo.overlap_y = 24;
     eo.threads = threads;
@@ -101,7 +107,7 @@ static void test_pass(void **state) {
     events ev = {0, 0, 0, 0, false, true};
     ts_estimate_result r1, r2, r3;
     size_t n1, n2, n3;
-    void *one = estimate("s1.yaml", 1, 0, &ev, &r1, &n1);
+    void *one = estimate(plate, "s1.yaml", 1, 0, &ev, &r1, &n1);
     assert_true(r1.reregistered_pairs > 0); /* the pass changed something */
     assert_true(ev.reg > 0);
     assert_true(ev.rereg > 0);
@@ -111,11 +117,11 @@ static void test_pass(void **state) {
     assert_int_equal(ev.rereg, ev.rereg_total);
     assert_int_equal(r1.tile_reads, r1.tiles); /* kept: none decoded again */
 
-    void *two = estimate("s2.yaml", 2, 0, NULL, &r2, &n2);
+    void *two = estimate(plate, "s2.yaml", 2, 0, NULL, &r2, &n2);
     assert_int_equal(n1, n2);
     assert_memory_equal(one, two, n1);
     /* 8 tiles of 64 KB: the plate's 49 do not fit, the pass reads again. */
-    void *small = estimate("s3.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r3, &n3);
+    void *small = estimate(plate, "s3.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r3, &n3);
     assert_int_equal(n1, n3);
     assert_memory_equal(one, small, n1);
     assert_true(r3.tile_reads > r3.tiles);
@@ -125,28 +131,10 @@ static void test_pass(void **state) {
 
 static void test_keeps_only_may_redo(void **state) {
     (void)state;
-    char calm[600];
-    snprintf(calm, sizeof calm, "%s/calm.zarr", scratch_dir);
-    ts_simulate_options so;
-    ts_simulate_options_init(&so);
-    so.output = calm;
-    so.grid_cols = so.grid_rows = 8;
-    so.tile_h = so.tile_w = 128;
-    so.overlap = 24;
-    so.jitter = 1;
-    so.blank_fraction = 0.1;
-    so.seed = 3;
-    so.threads = 2;
-    ts_error err;
-    assert_int_equal(ts_simulate(&so, &err), TS_OK);
-    char saved[600];
-    snprintf(saved, sizeof saved, "%s", plate);
-    snprintf(plate, sizeof plate, "%s", calm);
     ts_estimate_result r1, r2;
     size_t n1, n2;
-    void *kept = estimate("calm1.yaml", 1, 0, NULL, &r1, &n1);
-    void *reread = estimate("calm2.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r2, &n2);
-    snprintf(plate, sizeof plate, "%s", saved);
+    void *kept = estimate(calm, "calm1.yaml", 1, 0, NULL, &r1, &n1);
+    void *reread = estimate(calm, "calm2.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r2, &n2);
     const size_t tile = (size_t)128 * 128 * sizeof(float);
     /* Every tile kept would leave all 64 in the cache at the end of the
      * first pass (the peak the previous rule reached). */
