@@ -236,6 +236,27 @@ static void run_range(const fuse_plan *p, int threads, size_t budget, int64_t g0
     pthread_mutex_destroy(&C.mu);
 }
 
+/* More ranks than blocks, and a plate of one block: every block once, in
+ * rank order, the ranks past the last run given none. */
+static void test_rank_blocks_more_ranks_than_blocks(void **state) {
+    (void)state;
+    fuse_plan *p = plate_plan(200);
+    const int64_t n = (int64_t)p->nbands * p->L.nbx;
+    for (int size = (int)n - 1; size <= (int)n + 9; size++) {
+        int64_t prev = 0;
+        for (int r = 0; r < size; r++) {
+            int64_t g0, g1;
+            ts_error err;
+            assert_int_equal(fuse_rank_blocks(p, t, r, size, &g0, &g1, &err), TS_OK);
+            assert_int_equal(g0, prev);
+            assert_true(g1 >= g0 && g1 <= n);
+            prev = g1;
+        }
+        assert_int_equal(prev, n);
+    }
+    fuse_plan_free(p);
+}
+
 static void test_pipeline_runs_a_range_of_blocks(void **state) {
     (void)state;
     fuse_plan *p = plate_plan(0);
@@ -268,6 +289,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_costs),
         cmocka_unit_test(test_rank_blocks_balanced),
+        cmocka_unit_test(test_rank_blocks_more_ranks_than_blocks),
         cmocka_unit_test(test_pipeline_runs_a_range_of_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
