@@ -715,6 +715,11 @@ static ts_status probe_pass(est_ctx *c, int div, const bool need[2], ts_overlap_
     c->workers = NULL;
     ts_tile_cache_destroy(c->cache);
     c->cache = NULL;
+    /* kept[] told which tiles held a use more in that cache (the stage
+     * pass has given them back): left set, register_edge would keep the
+     * tiles of the probes' weak pairs in their cache, never given back. */
+    free(c->kept);
+    c->kept = NULL;
     atomic_store(&c->done, 0);
     c->reg.min_overlap = 0.1;
     c->reg.max_shift = 0;

@@ -13,6 +13,8 @@
  *   first pass keeps only the tiles of the pairs the pass may redo
  *   (ts_stage_may_redo): the cache's peak stays under the whole plate, and
  *   the file is the same bytes as when nothing is kept;
+ * - the overlap probes (a wrong --overlap) keep nothing: their cache's
+ *   peak and reads are the same as without the stage model;
  * - ts_tile_cache_add_uses: a use added keeps an idle tile, one given
  *   back drops it. */
 #include <setjmp.h>
@@ -147,6 +149,47 @@ static void test_keeps_only_may_redo(void **state) {
     ts_estimate_result_free(&r1), ts_estimate_result_free(&r2);
 }
 
+/* A wrong --overlap (12 on a plate of 32-px tiles overlapping by 16) fails
+ * the check, so the overlap probes register every pair again through
+ * caches of their own, after the stage pass: they keep nothing for it, so
+ * their cache (the one the result reports then) holds the same whether
+ * the first pass kept tiles or not. With the first pass's kept[] left
+ * set, a probe pair that may_redo took one use more of its tiles in the
+ * probe's cache, never given back: 19 tiles at the peak against 9. */
+static void test_probes_keep_nothing(void **state) {
+    (void)state;
+    char wrong[600], out[700];
+    snprintf(wrong, sizeof wrong, "%s/wrong.zarr", scratch_dir);
+    snprintf(out, sizeof out, "%s/wrong.yaml", scratch_dir);
+    ts_simulate_options so;
+    ts_simulate_options_init(&so);
+    so.output = wrong;
+    so.grid_cols = so.grid_rows = 8;
+    so.tile_h = so.tile_w = 32;
+    so.overlap = 16;
+    so.jitter = 1;
+    so.threads = 2;
+    ts_error err;
+    assert_int_equal(ts_simulate(&so, &err), TS_OK);
+    ts_estimate_result r[2];
+    for (int k = 0; k < 2; k++) {
+        ts_estimate_options eo;
+        ts_estimate_options_init(&eo);
+        eo.input = wrong;
+        eo.output = out;
+        eo.overlap_x = eo.overlap_y = 12;
+        eo.threads = 1;
+        eo.accept_poor = true;
+        eo.no_stage_model = k == 1;
+        assert_int_equal(ts_estimate_run(&eo, &r[k], &err), TS_OK);
+        assert_int_not_equal(r[k].verdict, TS_VERDICT_OK); /* so the probes ran */
+    }
+    assert_true(r[0].peak_cache_bytes > 0);
+    assert_int_equal(r[0].peak_cache_bytes, r[1].peak_cache_bytes);
+    assert_int_equal(r[0].tile_reads, r[1].tile_reads);
+    ts_estimate_result_free(&r[0]), ts_estimate_result_free(&r[1]);
+}
+
 static int loads;
 static ts_status count_load(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
     (void)user, (void)id, (void)err;
@@ -190,6 +233,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass),
         cmocka_unit_test(test_keeps_only_may_redo),
+        cmocka_unit_test(test_probes_keep_nothing),
         cmocka_unit_test(test_add_uses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
