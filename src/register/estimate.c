@@ -302,6 +302,8 @@ static int register_edge(void *user, int64_t i, int worker) {
         st = ts_tile_cache_get(c->cache, ib, &tb, &err);
         if (st == TS_OK) {
             st = ts_register_pair(*slot, g, ta, tb, (int)c->w, &e->res, &err);
+            if (st == TS_OK && (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence)))
+                e->res.matched = false; /* never pass NaN on */
             if (st == TS_OK && c->kept && ts_stage_may_redo(&e->res)) /* while this pair still holds them */
                 for (int k = 0; k < 2; k++)
                     if (!atomic_exchange(&c->kept[k ? ib : ia], 1)) ts_tile_cache_add_uses(c->cache, k ? ib : ia, 1);
@@ -313,8 +315,6 @@ static int register_edge(void *user, int64_t i, int worker) {
         set_error(c, &err);
         return 1;
     }
-    if (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence))
-        e->res.matched = false; /* never pass NaN on */
     int64_t done = atomic_fetch_add(&c->done, 1) + 1;
     if (c->opt->progress) {
         pthread_mutex_lock(&c->mu);

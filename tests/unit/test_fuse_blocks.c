@@ -131,7 +131,7 @@ static void test_rank_blocks_balanced(void **state) {
     assert_int_equal(g1, p->nbands * p->L.nbx);
     /* Whole bands gave 2 ranks 43% and 57% of this plate's work. The ranks
      * together decode some tiles twice (more than one process's whole, by
-     * 5% for 2 ranks), and no rank gets more than an even share of that
+     * 6.3% for 2 ranks at the cut below, 5.4% at the old one), and no rank gets more than an even share of that
      * plus a quarter of the dearest block (8.3% of the plate with its
      * tiles): counting each tile only where it is first read gave the
      * second of 2 ranks 57.6% against 47.8% (+0.59 of that block; +0.40
