@@ -531,10 +531,7 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
     int64_t ti, z, b;
     unit_coords(W, unit, &ti, &z, &b);
     if (W->gpu) { /* --device gpu: every level on the device (gpu_block.c) */
-        st = fuse_gpu_block(W, sc, worker, b, bx, strips, nstrips, err);
-        if (st) return st;
-        fuse_pipeline_strips_done(); /* the levels are in sc->level: the strips go before the write */
-        return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
+        return fuse_gpu_block(W, sc, worker, b, bx, strips, nstrips, err); /* into sc->level */
     }
     const fuse_band *band = &W->plan->bands[b];
     const int64_t B = L->block;
@@ -604,16 +601,24 @@ static ts_status process_block(void *user, int worker, int64_t unit, int64_t bx,
             if (gv < g1) memset(out + (size_t)((gv - y0) * B) * es, 0, (size_t)((g1 - gv) * B) * es);
         }
     }
-    /* Blended: the strips this block alone used go now, not after the
-     * encode and write (fuse_pipeline_strips_done). */
-    fuse_pipeline_strips_done();
-    return fuse_write_block(W, sc, W->t_out0 + ti, z, b, bx, err);
+    return TS_OK;
+}
+
+/* The pipeline's write stage: the levels process_block left in the
+ * worker's buffers, encoded and written. */
+static ts_status write_block(void *user, int worker, int64_t unit, int64_t bx, ts_error *err) {
+    fuse_well *W = user;
+    if (fuse_resume_block_done(W, unit, bx)) return TS_OK;
+    int64_t ti, z, b;
+    unit_coords(W, unit, &ti, &z, &b);
+    return fuse_write_block(W, &W->scratch[worker], W->t_out0 + ti, z, b, bx, err);
 }
 
 void fuse_stage_fns_init(fuse_well *W, fuse_stage_fns *fns) {
     fns->strip_estimate = strip_estimate;
     fns->load = load_strip;
     fns->process = process_block;
+    fns->write = write_block;
     fns->user = W;
     fns->free_strip = strip_free;
 }

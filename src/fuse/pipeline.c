@@ -224,13 +224,6 @@ static void do_load(sched *S, size_t estimate) {
     pthread_cond_broadcast(&S->cv);
 }
 
-/* The block the calling thread is processing (do_block), and whether its
- * process stage has given its strips back (fuse_pipeline_strips_done). */
-static _Thread_local struct {
-    int64_t u, bx;
-    bool active, released;
-} tl_block;
-
 /* Drops block bx of unit u's references to its strips, freeing those no
  * other block needs. Lock held. */
 static void block_release_strips(sched *S, int64_t u, int64_t bx) {
@@ -246,16 +239,6 @@ static void block_release_strips(sched *S, int64_t u, int64_t bx) {
     }
 }
 
-void fuse_pipeline_strips_done(void) {
-    sched *S = tl_sched;
-    if (!S || !tl_block.active || tl_block.released) return;
-    pthread_mutex_lock(&S->mu);
-    block_release_strips(S, tl_block.u, tl_block.bx);
-    tl_block.released = true;
-    pthread_cond_broadcast(&S->cv);
-    pthread_mutex_unlock(&S->mu);
-}
-
 static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     unit_state *us = S->units[u];
     const fuse_band *band = unit_band(S, u);
@@ -269,10 +252,16 @@ static void do_block(sched *S, int worker, int64_t u, int64_t bx) {
     ts_error e;
     ts_error_clear(&e);
     pthread_mutex_unlock(&S->mu);
-    tl_block.u = u, tl_block.bx = bx, tl_block.active = true, tl_block.released = false;
     ts_status st = S->fns->process(S->fns->user, worker, plan_unit(S, u), bx, strips, n, &e);
-    const bool released = tl_block.released;
-    tl_block.active = false;
+    bool released = false;
+    if (st == TS_OK && S->fns->write) { /* blended: its strips go before the encode and write */
+        pthread_mutex_lock(&S->mu);
+        block_release_strips(S, u, bx);
+        released = true;
+        pthread_cond_broadcast(&S->cv);
+        pthread_mutex_unlock(&S->mu);
+        st = S->fns->write(S->fns->user, worker, plan_unit(S, u), bx, &e);
+    }
     pthread_mutex_lock(&S->mu);
     free(strips);
     S->running--;

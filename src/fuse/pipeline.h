@@ -7,8 +7,8 @@
  * tile that fall in the band, all channels) are loaded in plan order, i.e.
  * by first block, so the blocks of a band become ready from left to right;
  * a block is blended, encoded and written as soon as its strips are in, and
- * a strip is freed when the last block using it has blended (before that
- * block's encode and write: fuse_pipeline_strips_done). Loading runs a
+ * a strip is freed when the last block using it has blended (between that
+ * block's process and write stages). Loading runs a
  * few blocks ahead of the earliest unfinished block (across a band's end,
  * into the next band) while earlier blocks blend, within the byte budget.
  * So each tile is read once per band, peak memory is set by the budget and
@@ -48,11 +48,17 @@ typedef struct fuse_stage_fns {
     /* Loads one strip (fills *strip; data from malloc unless free_strip). */
     ts_status (*load)(void *user, int64_t unit, const fuse_slot *slot, fuse_strip *strip,
                       ts_error *err);
-    /* Blends, encodes and writes block bx of unit `unit`. strips[k] is the
-     * strip of slot band->block_slots[band->block_start[bx] + k], readable
-     * until process returns or calls fuse_pipeline_strips_done. */
+    /* Blends block bx of unit `unit` into the worker's own buffers.
+     * strips[k] is the strip of slot band->block_slots[band->block_start[bx]
+     * + k], readable until process returns. */
     ts_status (*process)(void *user, int worker, int64_t unit, int64_t bx,
                          const fuse_strip *const *strips, int nstrips, ts_error *err);
+    /* Encodes and writes what process blended, on the same worker, after
+     * the strips no other block needs are freed: held through the encode
+     * and write, most of a block's time, the strips of two blocks were most
+     * of the peak RSS at the default --memory (docs/fuse.md "Memory").
+     * NULL: process is the whole of a block. */
+    ts_status (*write)(void *user, int worker, int64_t unit, int64_t bx, ts_error *err);
     void *user;
     /* Releases strip->data; NULL = free(). */
     void (*free_strip)(void *user, fuse_strip *strip);
@@ -88,14 +94,5 @@ ts_status fuse_pipeline_run_blocks(const fuse_plan *plan, int64_t ntz, int64_t g
  * order on the calling thread. */
 typedef ts_status (*fuse_item_fn)(void *user, int64_t i, int worker, ts_error *err);
 ts_status fuse_pipeline_share(int64_t n, fuse_item_fn fn, void *user, int worker, ts_error *err);
-
-/* Called from a process stage once it has blended its block and reads its
- * strips no more (before encoding and writing it): the block's references
- * to its strips are dropped then, not when process returns, so a strip no
- * other block needs is freed before the encode and write, most of a
- * block's time (held through them, the strips of two blocks were most of
- * the peak RSS at the default --memory: docs/fuse.md "Memory"). A no-op
- * outside a pipeline and on a second call. */
-void fuse_pipeline_strips_done(void);
 
 #endif
