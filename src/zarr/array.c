@@ -225,6 +225,12 @@ ts_status tz_array_write_block(tz_array *arr, const int64_t *idx, const void *da
     return tz_array_write_block_parallel(arr, idx, data, NULL, err);
 }
 
+ts_status tz_remove_fill_block(const char *file, ts_error *err) {
+    if (unlink(file) != 0 && errno != ENOENT)
+        return ts_fail(err, TS_ERR_IO, "cannot remove the stale block '%s' (all fill now): %s", file, strerror(errno));
+    return TS_OK;
+}
+
 ts_status tz_array_write_block_parallel(tz_array *arr, const int64_t *idx, const void *data,
                                         const tz_parallel *par, ts_error *err) {
     const tz_array_meta *m = &arr->meta;
@@ -238,24 +244,13 @@ ts_status tz_array_write_block_parallel(tz_array *arr, const int64_t *idx, const
     block_file(arr, idx, key, sizeof key, file, sizeof file);
     /* A shard is encoded and written (or found all fill) by tz_shard_write. */
     if (m->sharded) return tz_shard_write(arr, data, key, par, file, err);
+    if (tz_all_fill(arr, data, (size_t)tz_prod(m->ndim, m->chunk))) return tz_remove_fill_block(file, err);
     void *enc = NULL;
     size_t size = 0;
-    ts_status st = TS_OK;
-    /* A block holding only the fill value is not stored (it reads as the
-     * fill), and one an earlier write left there is removed, so a re-run
-     * gives the same store. */
-    bool empty = false;
-    if (!(empty = tz_all_fill(arr, data, (size_t)tz_prod(m->ndim, m->chunk)))) {
-        st = tz_encode_chunk(&m->codecs, m->dtype, m->big_endian, m->ndim, m->chunk, data, &enc, &size, err);
-        if (st) {
-            ts_fail_context(err, st, "zarr array '%s', chunk '%s'", arr->path, key);
-            return st;
-        }
-    }
-    if (empty) {
-        if (unlink(file) != 0 && errno != ENOENT)
-            return ts_fail(err, TS_ERR_IO, "cannot remove the stale block '%s' (all fill now): %s", file, strerror(errno));
-        return TS_OK;
+    ts_status st = tz_encode_chunk(&m->codecs, m->dtype, m->big_endian, m->ndim, m->chunk, data, &enc, &size, err);
+    if (st) {
+        ts_fail_context(err, st, "zarr array '%s', chunk '%s'", arr->path, key);
+        return st;
     }
     st = ts_write_file_atomic(file, enc, size, err);
     free(enc);

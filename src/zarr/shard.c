@@ -246,13 +246,8 @@ ts_status tz_shard_write(const tz_array *arr, const void *shard, const char *key
         pos += J.size[lin];
         empty = false;
     }
-    /* A shard holding only the fill value is not stored (it reads as the
-     * fill), and one an earlier write left there is removed, so a re-run
-     * gives the same store. */
-    if (empty) {
-        if (unlink(file_path) != 0 && errno != ENOENT)
-            st = ts_fail(err, TS_ERR_IO, "cannot remove the stale block '%s' (all fill now): %s", file_path,
-                         strerror(errno));
+    if (empty) { /* (tz_remove_fill_block) */
+        st = tz_remove_fill_block(file_path, err);
         goto done;
     }
     int64_t ishape[TZ_MAX_DIM + 1];

@@ -94,6 +94,10 @@ void tz_fill_box(int ndim, size_t esize, const unsigned char *fill, void *dst,
                  const int64_t *dst_shape, const int64_t *dst_off, const int64_t *extent);
 /* True when all n elements equal the fill (NaN matching NaN if fill_is_nan). */
 bool tz_all_fill(const tz_array *arr, const void *data, size_t n);
+/* A block (chunk or shard) holding only the fill value is not stored (it
+ * reads as the fill), and a file an earlier write left at its path is
+ * removed, so a re-run gives the same store. */
+ts_status tz_remove_fill_block(const char *file, ts_error *err);
 
 /* shard.c */
 /* Encodes the shard (its inner chunks as par's items) and writes it to

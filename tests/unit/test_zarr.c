@@ -406,28 +406,34 @@ static void test_parallel_shard_encoding_same_bytes(void **state) {
     free(full);
 }
 
-static void test_all_fill_shard_not_written(void **state) {
+/* A block (a shard, or a chunk of an unsharded array, v3 and v2) that
+ * holds only the fill value is not stored, and the file an earlier write
+ * left is removed (tz_remove_fill_block, one rule for both). */
+static void test_all_fill_block_not_written(void **state) {
     (void)state;
-    tz_array_meta m = sharded_meta(16, 16, 16, 8, TS_CODEC_ZSTD);
-    tz_array *a;
-    ts_error err;
-    assert_int_equal(tz_array_create(tmp_path("emptyshard"), &m, &a, &err), TS_OK);
-    uint16_t blk[256];
-    for (int i = 0; i < 256; i++) blk[i] = (uint16_t)i;
-    int64_t idx[2] = {0, 0};
-    assert_int_equal(tz_array_write_block(a, idx, blk, &err), TS_OK);
-    char file[1200];
-    snprintf(file, sizeof file, "%s/c/0/0", tmp_path("emptyshard"));
-    assert_true(ts_path_exists(file));
-    memset(blk, 0, sizeof blk);
-    assert_int_equal(tz_array_write_block(a, idx, blk, &err), TS_OK);
-    assert_false(ts_path_exists(file));
-    uint16_t out[256];
-    int64_t s[2] = {0, 0}, c[2] = {16, 16};
-    memset(out, 0xab, sizeof out);
-    assert_int_equal(tz_array_read(a, s, c, out, &err), TS_OK);
-    assert_memory_equal(out, blk, sizeof blk);
-    tz_array_close(a);
+    static const char *const names[3] = {"emptyshard", "emptychunk3", "emptychunk2"};
+    for (int k = 0; k < 3; k++) {
+        tz_array_meta m = k == 0 ? sharded_meta(16, 16, 16, 8, TS_CODEC_ZSTD) : meta2d(k == 1 ? 3 : 2, 16, 16, 16, 16, TS_UINT16);
+        tz_array *a;
+        ts_error err;
+        assert_int_equal(tz_array_create(tmp_path(names[k]), &m, &a, &err), TS_OK);
+        uint16_t blk[256];
+        for (int i = 0; i < 256; i++) blk[i] = (uint16_t)i;
+        int64_t idx[2] = {0, 0};
+        assert_int_equal(tz_array_write_block(a, idx, blk, &err), TS_OK);
+        char file[1200];
+        snprintf(file, sizeof file, k == 2 ? "%s/0.0" : "%s/c/0/0", tmp_path(names[k]));
+        assert_true(ts_path_exists(file));
+        memset(blk, 0, sizeof blk);
+        assert_int_equal(tz_array_write_block(a, idx, blk, &err), TS_OK);
+        assert_false(ts_path_exists(file));
+        uint16_t out[256];
+        int64_t s[2] = {0, 0}, c[2] = {16, 16};
+        memset(out, 0xab, sizeof out);
+        assert_int_equal(tz_array_read(a, s, c, out, &err), TS_OK);
+        assert_memory_equal(out, blk, sizeof blk);
+        tz_array_close(a);
+    }
 }
 
 /* A shard written out byte by byte: 1-D uint8 array of 8, shard 8, inner 4,
@@ -870,7 +876,7 @@ int main(void) {
         cmocka_unit_test(test_v3_missing_chunk_reads_fill),
         cmocka_unit_test(test_v3_sharded_roundtrip),
         cmocka_unit_test(test_parallel_shard_encoding_same_bytes),
-        cmocka_unit_test(test_all_fill_shard_not_written),
+        cmocka_unit_test(test_all_fill_block_not_written),
         cmocka_unit_test(test_hand_built_shard),
         cmocka_unit_test(test_corrupt_chunk_names_key),
         cmocka_unit_test(test_unsupported_metadata),
