@@ -34,16 +34,17 @@
 
 static char plate[600], calm[600];
 
-/* A grid x grid plate of 128-px tiles, overlap 24, 10% blank. */
-static ts_status simulate_plate(const char *out, int grid, int jitter, uint64_t seed) {
+/* A grid x grid plate of tile-px tiles. */
+static ts_status simulate_plate(const char *out, int grid, int tile, int overlap, int jitter, double blank,
+                                uint64_t seed) {
     ts_simulate_options so;
     ts_simulate_options_init(&so);
     so.output = out;
     so.grid_cols = so.grid_rows = grid;
-    so.tile_h = so.tile_w = 128;
-    so.overlap = 24;
+    so.tile_h = so.tile_w = tile;
+    so.overlap = overlap;
     so.jitter = jitter;
-    so.blank_fraction = 0.1;
+    so.blank_fraction = blank;
     so.seed = seed;
     so.threads = 2;
     ts_error err;
@@ -55,7 +56,9 @@ static int setup(void **state) {
     if (scratch_setup("test_stage_pass")) return -1;
     snprintf(plate, sizeof plate, "%s/plate.zarr", scratch_dir);
     snprintf(calm, sizeof calm, "%s/calm.zarr", scratch_dir);
-    return simulate_plate(plate, 7, 6, 6) == TS_OK && simulate_plate(calm, 8, 1, 3) == TS_OK ? 0 : -1;
+    return simulate_plate(plate, 7, 128, 24, 6, 0.1, 6) == TS_OK && simulate_plate(calm, 8, 128, 24, 1, 0.1, 3) == TS_OK
+               ? 0
+               : -1;
 }
 
 static int teardown(void **state) {
@@ -83,20 +86,32 @@ static void on_progress(void *user, const char *stage, int64_t done, int64_t tot
     }
 }
 
-/* Estimates into out; returns the file's bytes (malloc'd), *n their count. */
-static void *estimate(const char *input, const char *name, int threads, size_t cache, events *ev, ts_estimate_result *r, size_t *n) {
+/* One estimate: its plate and the options the tests vary (cache 0: the
+ * default). */
+typedef struct run {
+    const char *input;
+    int overlap, threads;
+    size_t cache;
+    bool no_stage_model;
+    events *ev;
+} run;
+
+/* Estimates into scratch_dir/name; returns the file's bytes (malloc'd), *n
+ * their count. */
+static void *estimate(const run *x, const char *name, ts_estimate_result *r, size_t *n) {
     char out[700];
     snprintf(out, sizeof out, "%s/%s", scratch_dir, name);
     ts_estimate_options eo;
     ts_estimate_options_init(&eo);
-    eo.input = input;
+    eo.input = x->input;
     eo.output = out;
-    eo.overlap_x = eo.overlap_y = 24;
-    eo.threads = threads;
+    eo.overlap_x = eo.overlap_y = x->overlap;
+    eo.threads = x->threads;
     eo.accept_poor = true;
-    if (cache) eo.cache_bytes = cache;
-    eo.progress = ev ? on_progress : NULL;
-    eo.progress_user = ev;
+    eo.no_stage_model = x->no_stage_model;
+    if (x->cache) eo.cache_bytes = x->cache;
+    eo.progress = x->ev ? on_progress : NULL;
+    eo.progress_user = x->ev;
     ts_error err;
     assert_int_equal(ts_estimate_run(&eo, r, &err), TS_OK);
     void *bytes = NULL;
@@ -109,7 +124,7 @@ static void test_pass(void **state) {
     events ev = {0, 0, 0, 0, false, true};
     ts_estimate_result r1, r2, r3;
     size_t n1, n2, n3;
-    void *one = estimate(plate, "s1.yaml", 1, 0, &ev, &r1, &n1);
+    void *one = estimate(&(run){plate, 24, 1, 0, false, &ev}, "s1.yaml", &r1, &n1);
     assert_true(r1.reregistered_pairs > 0); /* the pass changed something */
     assert_true(ev.reg > 0);
     assert_true(ev.rereg > 0);
@@ -119,11 +134,11 @@ static void test_pass(void **state) {
     assert_int_equal(ev.rereg, ev.rereg_total);
     assert_int_equal(r1.tile_reads, r1.tiles); /* kept: none decoded again */
 
-    void *two = estimate(plate, "s2.yaml", 2, 0, NULL, &r2, &n2);
+    void *two = estimate(&(run){plate, 24, 2, 0, false, NULL}, "s2.yaml", &r2, &n2);
     assert_int_equal(n1, n2);
     assert_memory_equal(one, two, n1);
     /* 8 tiles of 64 KB: the plate's 49 do not fit, the pass reads again. */
-    void *small = estimate(plate, "s3.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r3, &n3);
+    void *small = estimate(&(run){plate, 24, 1, (size_t)8 * 128 * 128 * sizeof(float), false, NULL}, "s3.yaml", &r3, &n3);
     assert_int_equal(n1, n3);
     assert_memory_equal(one, small, n1);
     assert_true(r3.tile_reads > r3.tiles);
@@ -135,8 +150,8 @@ static void test_keeps_only_may_redo(void **state) {
     (void)state;
     ts_estimate_result r1, r2;
     size_t n1, n2;
-    void *kept = estimate(calm, "calm1.yaml", 1, 0, NULL, &r1, &n1);
-    void *reread = estimate(calm, "calm2.yaml", 1, (size_t)8 * 128 * 128 * sizeof(float), NULL, &r2, &n2);
+    void *kept = estimate(&(run){calm, 24, 1, 0, false, NULL}, "calm1.yaml", &r1, &n1);
+    void *reread = estimate(&(run){calm, 24, 1, (size_t)8 * 128 * 128 * sizeof(float), false, NULL}, "calm2.yaml", &r2, &n2);
     const size_t tile = (size_t)128 * 128 * sizeof(float);
     /* Every tile kept would leave all 64 in the cache at the end of the
      * first pass (the peak the previous rule reached). */
@@ -158,30 +173,13 @@ static void test_keeps_only_may_redo(void **state) {
  * probe's cache, never given back: 19 tiles at the peak against 9. */
 static void test_probes_keep_nothing(void **state) {
     (void)state;
-    char wrong[600], out[700];
+    char wrong[600];
     snprintf(wrong, sizeof wrong, "%s/wrong.zarr", scratch_dir);
-    snprintf(out, sizeof out, "%s/wrong.yaml", scratch_dir);
-    ts_simulate_options so;
-    ts_simulate_options_init(&so);
-    so.output = wrong;
-    so.grid_cols = so.grid_rows = 8;
-    so.tile_h = so.tile_w = 32;
-    so.overlap = 16;
-    so.jitter = 1;
-    so.threads = 2;
-    ts_error err;
-    assert_int_equal(ts_simulate(&so, &err), TS_OK);
+    assert_int_equal(simulate_plate(wrong, 8, 32, 16, 1, 0, 0), TS_OK);
     ts_estimate_result r[2];
     for (int k = 0; k < 2; k++) {
-        ts_estimate_options eo;
-        ts_estimate_options_init(&eo);
-        eo.input = wrong;
-        eo.output = out;
-        eo.overlap_x = eo.overlap_y = 12;
-        eo.threads = 1;
-        eo.accept_poor = true;
-        eo.no_stage_model = k == 1;
-        assert_int_equal(ts_estimate_run(&eo, &r[k], &err), TS_OK);
+        size_t n;
+        free(estimate(&(run){wrong, 12, 1, 0, k == 1, NULL}, "wrong.yaml", &r[k], &n));
         assert_int_not_equal(r[k].verdict, TS_VERDICT_OK); /* so the probes ran */
     }
     assert_true(r[0].peak_cache_bytes > 0);
