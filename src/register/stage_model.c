@@ -40,9 +40,10 @@
  * direction must be redone".) */
 #define MODEL_REDO_ALL 0.25
 
-bool ts_stage_may_redo(const ts_register_result *r) {
-    return !r->matched || r->confidence < MODEL_WEAK_CONF || r->unfitted;
-}
+/* Redone whatever the model says: unmatched or weak. */
+static bool unmatched_or_weak(const ts_register_result *r) { return !r->matched || r->confidence < MODEL_WEAK_CONF; }
+
+bool ts_stage_may_redo(const ts_register_result *r) { return unmatched_or_weak(r) || r->unfitted; }
 
 /* The window: 4 spreads and 2 px more. The relative jitter of two tiles
  * moved by +-J each reaches 2J, about 2.3 of its spreads, and the median
@@ -155,9 +156,8 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
         ts_stage_plan *pl = &plan[i];
         pl->outlying = p[i].res.matched && (fabs(p[i].res.dy - pl->ey) > md->radius[0] || fabs(p[i].res.dx - pl->ex) > md->radius[1]);
         const bool all = md->radius[p[i].dir == TS_PAIR_RIGHT ? 1 : 0] > MODEL_REDO_ALL * md->overlap;
-        pl->redo = (all && p[i].res.unfitted) || !p[i].res.matched || p[i].res.confidence < MODEL_WEAK_CONF ||
-                   pl->outlying;
-        /* (besides the outliers, only what ts_stage_may_redo says may be) */
+        /* (besides the outliers, a subset of ts_stage_may_redo's) */
+        pl->redo = unmatched_or_weak(&p[i].res) || (all && p[i].res.unfitted) || pl->outlying;
     }
     free(v), free(scratch), free(order);
     return TS_OK;
