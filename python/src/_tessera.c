@@ -371,7 +371,8 @@ static void fuse_given(ts_fuse_options *o, PyObject *kw) {
     static const char *const names[] = {"format", "chunk", "shard", "levels", "codec"};
     static const unsigned bits[] = {TS_FUSE_GIVEN_FORMAT, TS_FUSE_GIVEN_CHUNK, TS_FUSE_GIVEN_SHARD,
                                     TS_FUSE_GIVEN_LEVELS, TS_FUSE_GIVEN_CODEC};
-    for (int i = 0; kw && i < 5; i++)
+    _Static_assert(sizeof names / sizeof *names == sizeof bits / sizeof *bits, "one bit per keyword");
+    for (size_t i = 0; kw && i < sizeof names / sizeof *names; i++)
         if (PyDict_GetItemString(kw, names[i])) o->given |= bits[i];
 }
 
