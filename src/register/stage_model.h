@@ -89,10 +89,12 @@ typedef struct ts_rereg_result {
     double second;       /* best other local maximum of the samples (-1: none) */
     bool border;         /* the maximum is on the window's edge: a slope, not a peak */
     double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
-    double null_max;     /* below min_ncc: the samples' best NCC with strip b mirrored
-                            along the shared edge (unrelated content, same texture); else,
-                            or where a first result in these strips at least as good
-                            stays whatever acceptance says, -2 */
+    double null_max;     /* under the sure level (reregister.c: 0.5, or min_ncc if higher)
+                            and at or above the floor: the best NCC of the window's samples
+                            over the null draws (strip b mirrored along the shared edge,
+                            turned half a turn, rolled by half its length: unrelated
+                            content, same texture); else, or where a first result in these
+                            strips at least as good stays whatever acceptance says, -2 */
 } ts_rereg_result;
 
 /* What a worker keeps from one search to the next (zero-initialised; grown,
