@@ -479,7 +479,7 @@ static json_t *int_list(int n, const int64_t *v) {
 
 static ts_status meta_to_v3(const char *where, const tz_array_meta *meta, json_t **out, ts_error *err) {
     size_t es = ts_dtype_size(meta->dtype);
-    json_t *attrs;
+    json_t *attrs = NULL; /* set on success (gcc -O3 cannot tell) */
     ts_status st = tz_parse_attributes(where, meta->attributes_json, &attrs, err);
     if (st) return st;
     json_t *doc = json_object();
