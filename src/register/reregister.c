@@ -145,9 +145,9 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     window_grid gr = {2 * (ry / f) + 1, 2 * (rx / f) + 1, (int)lround(g->prior_dy / f), (int)lround(g->prior_dx / f),
                       NULL, -1, -1};
     const size_t cells = (size_t)gr.ny * (size_t)gr.nx, level = (size_t)lh * (size_t)lw;
-    /* The window's cells, the level's strips and strip b mirrored: one
-     * block the worker keeps (doubles first, so the floats after them stay
-     * aligned). */
+    /* The window's cells, the null draws' strip b and (on block means) the
+     * level's strips: one block the worker keeps (doubles first, so the
+     * floats after them stay aligned). */
     const size_t need = cells * sizeof(double) + (f > 1 ? 3 : 1) * level * sizeof(float);
     if (need > sc->cap) {
         void *nw = realloc(sc->work, need);
@@ -235,7 +235,9 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     const bool first_stays =
         have_first && out->ncc_first > -2 && (same_shift || !(best > out->ncc_first + REPLACE_MARGIN));
     if (best > -2 && best < sure_ncc(ts_registrar_min_ncc(r)) && best >= ACCEPT_FLOOR && !first_stays) {
-        const bool tall = lh >= lw; /* the shared edge runs along the rows */
+        /* Tall strips: a right pair's, the shared edge runs down the
+         * columns (along y); else a lower pair's, along x. */
+        const bool tall = lh >= lw;
         for (int k = 0; k < NULL_DRAWS; k++) {
             for (int y = 0; y < lh; y++)
                 for (int x = 0; x < lw; x++) {
@@ -291,7 +293,11 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
     if (!x->searched || x->border || !isfinite(x->dy) || !isfinite(x->dx)) return false;
     if (x->ncc >= sure_ncc(min_ncc)) return true;
-    return x->ncc >= ACCEPT_FLOOR && x->search_best >= ACCEPT_NULL * x->null_max &&
+    /* Under the sure level only against the null draws: where search left
+     * them out (null_max -2: under the floor, or a first result that stays)
+     * the maximum is not shown to be a match, and ACCEPT_NULL times -2
+     * would pass any maximum. */
+    return x->ncc >= ACCEPT_FLOOR && x->null_max > -2 && x->search_best >= ACCEPT_NULL * x->null_max &&
            x->second <= ACCEPT_SECOND * x->search_best;
 }
 

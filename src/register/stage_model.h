@@ -29,6 +29,8 @@ typedef struct ts_stage_pair {
     double gy, gx;      /* the offset expected before measuring (a guess's b - a; 0
                            without one): the model is of the measurement minus it */
     ts_register_result res; /* the first pass's; replaced where re-registered */
+    int rank;           /* the rank that registered it in the first pass, which redoes it
+                           (0 in one process) */
     bool replaced;      /* set by ts_stage_reregister */
     bool rematched;     /* ... and unmatched in the first pass */
 } ts_stage_pair;
@@ -141,9 +143,9 @@ typedef struct ts_stage_pass {
     size_t cache_bytes;
     ts_tile_load_fn load;
     void *load_user;
-    /* The ranks (NULL: one process): each registers a contiguous share of
-     * the pairs redone, and every rank gets every result. Every rank must
-     * call ts_stage_reregister with the same pairs. */
+    /* The ranks (NULL: one process): each registers the pairs redone whose
+     * rank (ts_stage_pair) is its own, and every rank gets every result.
+     * Every rank must call ts_stage_reregister with the same pairs. */
     const ts_dist *dist;
     /* Optional: ("reregister", this rank's pairs done, its pairs). */
     ts_progress_fn progress;

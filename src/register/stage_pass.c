@@ -137,6 +137,49 @@ static ts_status share_results(const ts_stage_pass *ps, ts_stage_pair *p, const 
     return st;
 }
 
+/* The jobs (and their strips) grouped by the rank that redoes each, in
+ * rank order and, within a rank, in pair order (share_results gathers them
+ * so); this rank's are [*lo, *hi). A pair's rank is the one that registered
+ * it in the first pass and kept its tiles: an even split of the jobs gave
+ * a rank pairs whose tiles the other had kept, read again while its own
+ * kept tiles sat unused (on a 2-rank plate 66 tiles held at once, against
+ * 13 without the pass). */
+static ts_status order_by_rank(const ts_stage_pair *p, int64_t *jobs, ts_strip_geometry *geo, int64_t njobs,
+                               int rank, int size, int64_t *lo, int64_t *hi, ts_error *err) {
+    *lo = *hi = 0;
+    if (size <= 1) {
+        *hi = njobs;
+        return TS_OK;
+    }
+    int64_t *start = calloc((size_t)size + 1, sizeof *start);
+    int64_t *jobs2 = malloc((size_t)(njobs ? njobs : 1) * sizeof *jobs2);
+    ts_strip_geometry *geo2 = malloc((size_t)(njobs ? njobs : 1) * sizeof *geo2);
+    ts_status st = TS_OK;
+    if (!start || !jobs2 || !geo2) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration of %lld pairs", (long long)njobs);
+        goto done;
+    }
+    for (int64_t j = 0; j < njobs; j++) {
+        const int r = p[jobs[j]].rank;
+        if (r < 0 || r >= size) {
+            st = ts_fail(err, TS_ERR_INTERNAL, "pair %lld: rank %d of %d", (long long)jobs[j], r, size);
+            goto done;
+        }
+        start[r + 1]++;
+    }
+    for (int r = 0; r < size; r++) start[r + 1] += start[r];
+    *lo = start[rank], *hi = start[rank + 1];
+    for (int64_t j = 0; j < njobs; j++) {
+        const int64_t k = start[p[jobs[j]].rank]++;
+        jobs2[k] = jobs[j], geo2[k] = geo[j];
+    }
+    memcpy(jobs, jobs2, (size_t)njobs * sizeof *jobs);
+    memcpy(geo, geo2, (size_t)njobs * sizeof *geo);
+done:
+    free(start), free(jobs2), free(geo2);
+    return st;
+}
+
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
                               ts_error *err) {
     memset(sum, 0, sizeof *sum);
@@ -167,8 +210,8 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
             jobs[njobs++] = i;
         }
         sum->redone = njobs;
-        ts_dist_share(njobs, ts_dist_rank(ps->dist), ts_dist_size(ps->dist), &lo, &hi);
-        if (hi > lo) st = run_share(ps, p, &sum->model, jobs, geo, lo, hi - lo, sum, err);
+        st = order_by_rank(p, jobs, geo, njobs, ts_dist_rank(ps->dist), ts_dist_size(ps->dist), &lo, &hi, err);
+        if (st == TS_OK && hi > lo) st = run_share(ps, p, &sum->model, jobs, geo, lo, hi - lo, sum, err);
     }
     st = share_results(ps, p, jobs, njobs, lo, hi - lo, st, err);
     for (int64_t j = 0; st == TS_OK && j < njobs; j++) {

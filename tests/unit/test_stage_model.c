@@ -306,6 +306,9 @@ static void test_confined_search(void **state) {
     ts_rereg_result fsame = search(fa, fb, true, ffirst.dy, ffirst.dx);
     assert_true(fsame.searched && fsame.ncc_first > -2 && !(fsame.ncc > fsame.ncc_first));
     assert_true(fsame.null_max == -2);
+    /* ... and acceptance says no: under the sure level a maximum not judged
+     * against the null draws is no match (-2 times ACCEPT_NULL passed any). */
+    assert_false(ts_reregister_accept(&fsame, 0.25));
     assert_false(fsame.refined);
     res = ffirst;
     assert_false(ts_reregister_choose(&fsame, 0.25, &res));

@@ -16,7 +16,12 @@
  * - the overlap probes (a wrong --overlap) keep nothing: their cache's
  *   peak and reads are the same as without the stage model;
  * - ts_tile_cache_add_uses: a use added keeps an idle tile, one given
- *   back drops it. */
+ *   back drops it;
+ * - under 2 ranks (threads, thread_ranks.h) each pair is redone by the rank
+ *   that registered it in the first pass (ts_stage_pair.rank, whose tiles
+ *   it kept): with every pair to redo in rank 0's share, rank 1 reads no
+ *   tile (an even split of the jobs had it read half of them), and both
+ *   ranks end with one process's results. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,9 +33,13 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "common/pool.h"
+#include "register/register.h"
+#include "register/stage_model.h"
 #include "register/tile_cache.h"
 #include "scratch_dir.h"
 #include "tessera/tessera.h"
+#include "thread_ranks.h"
 
 static char plate[600], calm[600];
 
@@ -227,12 +236,140 @@ static void test_add_uses(void **state) {
     ts_tile_cache_destroy(c);
 }
 
+/* A 5 x 4 grid of H x W tiles cut from one smooth random image at a pitch
+ * of W - 24 / H - 24 px, read through ranks_load (which counts, per rank,
+ * the tiles it was asked for). */
+enum { RG_COLS = 5, RG_ROWS = 4, RG_H = 96, RG_W = 128, RG_OV = 24 };
+static float *rg_tiles[RG_COLS * RG_ROWS];
+typedef struct rank_reads {
+    int tiles[RG_COLS * RG_ROWS];
+} rank_reads;
+
+static ts_status ranks_load(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
+    (void)err;
+    ((rank_reads *)user)->tiles[id]++;
+    *bytes = (size_t)RG_H * RG_W * sizeof(float);
+    *data = malloc(*bytes);
+    if (!*data) return TS_ERR_NOMEM;
+    memcpy(*data, rg_tiles[id], *bytes);
+    return TS_OK;
+}
+
+static void make_grid_tiles(void) {
+    const int ih = (RG_ROWS - 1) * (RG_H - RG_OV) + RG_H, iw = (RG_COLS - 1) * (RG_W - RG_OV) + RG_W;
+    float *img = malloc((size_t)ih * (size_t)iw * sizeof *img);
+    unsigned seed = 12345u;
+    for (int i = 0; i < ih * iw; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        img[i] = (float)(seed >> 8) / (float)(1u << 24) * 200.0f;
+    }
+    for (int y = 1; y < ih; y++) /* a little smoothing: texture over a few px */
+        for (int x = 1; x < iw; x++)
+            img[(size_t)y * iw + x] = 0.5f * img[(size_t)y * iw + x] +
+                                      0.25f * (img[(size_t)(y - 1) * iw + x] + img[(size_t)y * iw + x - 1]);
+    for (int gy = 0; gy < RG_ROWS; gy++)
+        for (int gx = 0; gx < RG_COLS; gx++) {
+            float *t = rg_tiles[gy * RG_COLS + gx] = malloc((size_t)RG_H * RG_W * sizeof *t);
+            for (int y = 0; y < RG_H; y++)
+                memcpy(t + (size_t)y * RG_W, img + (size_t)(gy * (RG_H - RG_OV) + y) * iw + gx * (RG_W - RG_OV),
+                       RG_W * sizeof *t);
+        }
+    free(img);
+}
+
+/* The grid's pairs in canonical order (row by row; right, then below),
+ * each matched at its true offset except the right pairs of row 0
+ * (unmatched: the pass redoes them); the first half are rank 0's. */
+static int64_t grid_pairs(ts_stage_pair *p) {
+    int64_t n = 0;
+    for (int gy = 0; gy < RG_ROWS; gy++)
+        for (int gx = 0; gx < RG_COLS; gx++)
+            for (int dir = 0; dir < 2; dir++) {
+                if (dir == TS_PAIR_RIGHT ? gx + 1 >= RG_COLS : gy + 1 >= RG_ROWS) continue;
+                ts_stage_pair *q = &p[n++];
+                memset(q, 0, sizeof *q);
+                q->dir = dir;
+                q->line = dir == TS_PAIR_RIGHT ? gy : gx;
+                q->ta = gy * RG_COLS + gx;
+                q->tb = dir == TS_PAIR_RIGHT ? q->ta + 1 : q->ta + RG_COLS;
+                q->res.dy = dir == TS_PAIR_RIGHT ? 0 : RG_H - RG_OV;
+                q->res.dx = dir == TS_PAIR_RIGHT ? RG_W - RG_OV : 0;
+                q->res.confidence = 0.8;
+                q->res.ncc = 0.9;
+                q->res.matched = !(dir == TS_PAIR_RIGHT && gy == 0);
+                if (!q->res.matched) q->res.confidence = 0, q->res.ncc = 0;
+            }
+    return n;
+}
+
+typedef struct rank_job {
+    const ts_dist *dist;
+    ts_stage_pair p[64];
+    int64_t n;
+    rank_reads reads;
+    ts_stage_summary sum;
+    ts_status st;
+} rank_job;
+
+static void *redo_as_rank(void *user) {
+    rank_job *j = user;
+    ts_register_options reg;
+    ts_register_options_init(&reg);
+    ts_pool *pool = ts_pool_create(1);
+    const ts_stage_pass ps = {RG_H, RG_W, &reg, pool, RG_COLS * RG_ROWS, NULL, 64u << 20, ranks_load, &j->reads,
+                              j->dist, NULL, NULL};
+    ts_error err;
+    j->st = ts_stage_reregister(&ps, j->p, j->n, &j->sum, &err);
+    ts_pool_destroy(pool);
+    return NULL;
+}
+
+static void test_ranks_redo_their_own_pairs(void **state) {
+    (void)state;
+    make_grid_tiles();
+    /* One process: the reference. */
+    static rank_job one, two[2];
+    one.n = grid_pairs(one.p);
+    redo_as_rank(&one);
+    assert_int_equal(one.st, TS_OK);
+    assert_int_equal(one.sum.redone, RG_COLS - 1);
+    assert_true(one.sum.replaced >= 1); /* the row-0 pairs found again */
+    /* Two ranks, the pairs to redo all in rank 0's half. */
+    thread_ranks w;
+    thread_ranks_init(&w, 2);
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        two[r].dist = thread_ranks_dist(&w, r);
+        two[r].n = grid_pairs(two[r].p);
+        for (int64_t i = 0; i < two[r].n; i++) two[r].p[i].rank = i < two[r].n / 2 ? 0 : 1;
+        assert_int_equal(pthread_create(&th[r], NULL, redo_as_rank, &two[r]), 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    thread_ranks_free(&w);
+    int reads[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(two[r].st, TS_OK);
+        for (int t = 0; t < RG_COLS * RG_ROWS; t++) reads[r] += two[r].reads.tiles[t];
+        /* every rank has every result, one process's */
+        for (int64_t i = 0; i < one.n; i++) {
+            assert_memory_equal(&two[r].p[i].res, &one.p[i].res, sizeof one.p[i].res);
+            assert_int_equal(two[r].p[i].replaced, one.p[i].replaced);
+        }
+        assert_int_equal(two[r].sum.replaced, one.sum.replaced);
+    }
+    print_message("tiles read: one process %d, rank 0 %d, rank 1 %d\n", RG_COLS, reads[0], reads[1]);
+    assert_int_equal(reads[0], RG_COLS); /* row 0's tiles, once each */
+    assert_int_equal(reads[1], 0);
+    for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass),
         cmocka_unit_test(test_keeps_only_may_redo),
         cmocka_unit_test(test_probes_keep_nothing),
         cmocka_unit_test(test_add_uses),
+        cmocka_unit_test(test_ranks_redo_their_own_pairs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
