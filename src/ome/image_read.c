@@ -180,10 +180,14 @@ ts_status ome_parse_image_meta(const ome_node *node, ts_image_meta *m, ts_error 
     return TS_OK;
 }
 
-ts_status ts_image_read_meta(const char *image_path, ts_ome_version *version,
-                             ts_image_meta *meta, ts_error *err) {
+/* The zarr format an OME version's stores use (0.4: v2, 0.5: v3; 0:
+ * unknown, both probed). */
+static int zarr_format_of(ts_ome_version v) { return v == TS_OME_04 ? 2 : v == TS_OME_05 ? 3 : 0; }
+
+static ts_status read_meta_as(const char *image_path, int zarr_format, ts_ome_version *version,
+                              ts_image_meta *meta, ts_error *err) {
     ome_node node;
-    ts_status st = ome_node_read(image_path, &node, NULL, err);
+    ts_status st = ome_node_read_as(image_path, zarr_format, &node, NULL, err);
     if (st != TS_OK) return st;
     ts_ome_version ver = TS_OME_UNKNOWN;
     /* 0.4 images may omit multiscales[].version (the schema allows it) */
@@ -194,8 +198,21 @@ ts_status ts_image_read_meta(const char *image_path, ts_ome_version *version,
     return st;
 }
 
+ts_status ts_image_read_meta(const char *image_path, ts_ome_version *version,
+                             ts_image_meta *meta, ts_error *err) {
+    return read_meta_as(image_path, 0, version, meta, err);
+}
+
+static ts_status open_array_as(const char *image_path, int zarr_format, const ts_image_meta *meta, int level,
+                               tz_array **out, ts_error *err);
+
 ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta, int level,
                               tz_array **out, ts_error *err) {
+    return open_array_as(image_path, 0, meta, level, out, err);
+}
+
+static ts_status open_array_as(const char *image_path, int zarr_format, const ts_image_meta *meta, int level,
+                               tz_array **out, ts_error *err) {
     *out = NULL;
     if (level < 0 || level >= meta->nlevels)
         return ts_fail(err, TS_ERR_ARG, "%s: no resolution level %d (the image has %d)",
@@ -203,7 +220,7 @@ ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta,
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", image_path, meta->level_paths[level]);
     tz_array *arr = NULL;
-    ts_status st = tz_array_open(path, &arr, err);
+    ts_status st = tz_array_open_as(path, zarr_format, &arr, err);
     if (st != TS_OK) return st;
     /* The message is formatted from the array's metadata before the array
      * (which owns it) is closed. */
@@ -238,8 +255,10 @@ ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta
     if (st != TS_OK) return st;
     char path[4200];
     ts_plate_image_path(plate, w, p, path, sizeof path);
+    /* A plate's images are in its own format (checked here), so the
+     * other format's metadata files are not asked for tile by tile. */
     ts_ome_version ver;
-    if ((st = ts_image_read_meta(path, &ver, meta, err)) != TS_OK) return st;
+    if ((st = read_meta_as(path, zarr_format_of(plate->version), &ver, meta, err)) != TS_OK) return st;
     if (ver != plate->version)
         return ts_fail(err, TS_ERR_FORMAT, "%s: image version 0.%d differs from the plate's 0.%d",
                        path, (int)ver, (int)plate->version);
@@ -254,5 +273,5 @@ ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level, ts
     if (st != TS_OK) return st;
     char path[4200];
     ts_plate_image_path(plate, w, p, path, sizeof path);
-    return ts_image_open_array(path, meta, level, out, err);
+    return open_array_as(path, zarr_format_of(plate->version), meta, level, out, err);
 }

@@ -21,6 +21,10 @@ typedef struct ome_node {
  * is a TS_ERR_FORMAT naming the path. A v3 node that is not a group, or
  * lacks attributes.ome, is a TS_ERR_FORMAT naming the file and key. */
 ts_status ome_node_read(const char *path, ome_node *node, bool *found, ts_error *err);
+/* The same where the store's zarr format is known (2 or 3; 0: either): a v2
+ * group is read without first asking for a zarr.json (a failing lookup per
+ * group), falling back to both probes when it is not there. */
+ts_status ome_node_read_as(const char *path, int zarr_format, ome_node *node, bool *found, ts_error *err);
 void ome_node_free(ome_node *node);
 
 /* The OME version of a node, given the object key that carries it in 0.4

@@ -55,14 +55,26 @@ static ts_status array_from_doc(const char *path, json_t *doc, int format, const
 }
 
 ts_status tz_array_open(const char *path, tz_array **out, ts_error *err) {
+    return tz_array_open_as(path, 0, out, err);
+}
+
+ts_status tz_array_open_as(const char *path, int zarr_format, tz_array **out, ts_error *err) {
     *out = NULL;
     char mpath[4096];
     json_t *doc = NULL;
     bool found = false;
     int format = 3;
-    snprintf(mpath, sizeof mpath, "%s/zarr.json", path);
-    ts_status st = tz_load_json(mpath, &doc, &found, err);
-    if (st) return st;
+    ts_status st;
+    if (zarr_format == 2) { /* no zarr.json to ask for first */
+        snprintf(mpath, sizeof mpath, "%s/.zarray", path);
+        if ((st = tz_load_json(mpath, &doc, &found, err))) return st;
+        if (found) format = 2;
+    }
+    if (!found) {
+        snprintf(mpath, sizeof mpath, "%s/zarr.json", path);
+        st = tz_load_json(mpath, &doc, &found, err);
+        if (st) return st;
+    }
     if (!found) {
         format = 2;
         snprintf(mpath, sizeof mpath, "%s/.zarray", path);

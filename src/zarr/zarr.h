@@ -104,6 +104,10 @@ void tz_meta_set_codec_level(tz_array_meta *meta, ts_codec codec, int level);
 
 /* Opens an existing array (detects v2 .zarray or v3 zarr.json). */
 ts_status tz_array_open(const char *path, tz_array **out, ts_error *err);
+/* The same where the store's format is known (2 or 3; 0: either): a v2
+ * array is opened without first asking for a zarr.json, falling back to
+ * both probes when its .zarray is not there. */
+ts_status tz_array_open_as(const char *path, int zarr_format, tz_array **out, ts_error *err);
 
 /* Creates an array: writes its metadata (atomically); overwrites existing
  * metadata at that path but never deletes data files. */
