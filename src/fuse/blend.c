@@ -413,7 +413,7 @@ static ts_status load_strip(void *user, int64_t unit, const fuse_slot *slot, fus
         char image[4200], path[4300];
         fuse_tile_image_path(W, t->position, image, sizeof image);
         snprintf(path, sizeof path, "%s/%s", image, t->level0);
-        if (st == TS_OK) st = tz_array_open(path, &arr, err);
+        if (st == TS_OK) st = tz_array_open_as(path, ts_ome_zarr_format(W->plate->version), &arr, err);
         if (st == TS_OK) {
             const int64_t start5[5] = {t_in, 0, z, ry0, rx0}, count5[5] = {1, nc, 1, rh, rw};
             int64_t start[TZ_MAX_DIM], count[TZ_MAX_DIM];

@@ -180,9 +180,7 @@ ts_status ome_parse_image_meta(const ome_node *node, ts_image_meta *m, ts_error 
     return TS_OK;
 }
 
-/* The zarr format an OME version's stores use (0.4: v2, 0.5: v3; 0:
- * unknown, both probed). */
-static int zarr_format_of(ts_ome_version v) { return v == TS_OME_04 ? 2 : v == TS_OME_05 ? 3 : 0; }
+int ts_ome_zarr_format(ts_ome_version v) { return v == TS_OME_04 ? 2 : v == TS_OME_05 ? 3 : 0; }
 
 static ts_status read_meta_as(const char *image_path, int zarr_format, ts_ome_version *version,
                               ts_image_meta *meta, ts_error *err) {
@@ -258,7 +256,7 @@ ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta
     /* A plate's images are in its own format (checked here), so the
      * other format's metadata files are not asked for tile by tile. */
     ts_ome_version ver;
-    if ((st = read_meta_as(path, zarr_format_of(plate->version), &ver, meta, err)) != TS_OK) return st;
+    if ((st = read_meta_as(path, ts_ome_zarr_format(plate->version), &ver, meta, err)) != TS_OK) return st;
     if (ver != plate->version)
         return ts_fail(err, TS_ERR_FORMAT, "%s: image version 0.%d differs from the plate's 0.%d",
                        path, (int)ver, (int)plate->version);
@@ -273,5 +271,5 @@ ts_status ts_plate_open_array(const ts_plate *plate, int w, int p, int level, ts
     if (st != TS_OK) return st;
     char path[4200];
     ts_plate_image_path(plate, w, p, path, sizeof path);
-    return open_array_as(path, zarr_format_of(plate->version), meta, level, out, err);
+    return open_array_as(path, ts_ome_zarr_format(plate->version), meta, level, out, err);
 }

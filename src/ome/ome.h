@@ -97,6 +97,10 @@ ts_status ts_plate_filter_wells(ts_plate *plate, const char *list, ts_error *err
  * TS_ERR_FORMAT naming it, not a well silently skipped. */
 ts_status ts_plate_require_wells(const ts_plate *plate, ts_error *err);
 
+/* The zarr format of an OME version's stores (0.4: 2, 0.5: 3; 0 unknown):
+ * what a plate's arrays are opened as (tz_array_open_as). */
+int ts_ome_zarr_format(ts_ome_version v);
+
 /* Reads the image metadata (multiscales + omero) of well w, position p. */
 ts_status ts_plate_image_meta(const ts_plate *plate, int w, int p, ts_image_meta *meta,
                               ts_error *err);
