@@ -114,3 +114,18 @@ void ts_dist_share(int64_t n, int rank, int size, int64_t *lo, int64_t *hi) {
     *lo = n / size * rank + n % size * rank / size;
     *hi = n / size * (rank + 1) + n % size * (rank + 1) / size;
 }
+
+int ts_dist_share_rank(int64_t n, int size, int64_t i) {
+    if (size <= 1 || n <= 0) return 0;
+    /* The proportional guess is within a rank or so; the shares, in rank
+     * order, tell which way to step. */
+    int r = (int)((long double)i * size / n);
+    if (r >= size) r = size - 1;
+    for (;;) {
+        int64_t lo, hi;
+        ts_dist_share(n, r, size, &lo, &hi);
+        if (i < lo && r > 0) r--;
+        else if (i >= hi && r < size - 1) r++;
+        else return r;
+    }
+}

@@ -61,5 +61,7 @@ ts_status ts_dist_reduce(const ts_dist *d, int64_t *v, const ts_dist_op *op, int
 /* The contiguous share [*lo, *hi) of rank `rank` among size ranks of n
  * items: in rank order, covering [0, n), sizes within one of each other. */
 void ts_dist_share(int64_t n, int rank, int size, int64_t *lo, int64_t *hi);
+/* The rank whose share holds item i of n (0 <= i < n; 0 when size <= 1). */
+int ts_dist_share_rank(int64_t n, int size, int64_t i);
 
 #endif

@@ -202,14 +202,6 @@ ts_status ts_image_read_meta(const char *image_path, ts_ome_version *version,
 }
 
 static ts_status open_array_as(const char *image_path, int zarr_format, const ts_image_meta *meta, int level,
-                               tz_array **out, ts_error *err);
-
-ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta, int level,
-                              tz_array **out, ts_error *err) {
-    return open_array_as(image_path, 0, meta, level, out, err);
-}
-
-static ts_status open_array_as(const char *image_path, int zarr_format, const ts_image_meta *meta, int level,
                                tz_array **out, ts_error *err) {
     *out = NULL;
     if (level < 0 || level >= meta->nlevels)
@@ -239,6 +231,11 @@ static ts_status open_array_as(const char *image_path, int zarr_format, const ts
     }
     *out = arr;
     return TS_OK;
+}
+
+ts_status ts_image_open_array(const char *image_path, const ts_image_meta *meta, int level,
+                              tz_array **out, ts_error *err) {
+    return open_array_as(image_path, 0, meta, level, out, err);
 }
 
 static ts_status check_index(const ts_plate *plate, int w, int p, ts_error *err) {

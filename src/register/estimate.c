@@ -42,7 +42,7 @@ typedef struct edge {
     ts_pair_dir dir;
     int band;       /* scheduling band: gx / band width */
     int64_t canon;  /* index in the canonical (well, row, column, direction) order */
-    int64_t sched;  /* index in the first pass's schedule (whose shares the ranks took) */
+    int rank;       /* the rank whose share of the first pass's schedule held it */
     ts_register_result res;
 } edge;
 
@@ -834,16 +834,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     /* c->edges in the canonical order on every rank (ts_estimate_run):
      * each registers a share, every rank gets every result. */
     ts_stage_pair *p = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *p);
-    /* Each pair is redone by the rank that registered it first: that rank
-     * kept its tiles (register_edge), another would decode them again. */
-    const int nranks = ts_dist_size(c->opt->dist);
-    int64_t *share_end = malloc((size_t)nranks * sizeof *share_end);
-    for (int r = 0; share_end && r < nranks; r++) {
-        int64_t lo, hi;
-        ts_dist_share(c->nedges, r, nranks, &lo, &hi);
-        share_end[r] = hi;
-    }
-    for (int64_t i = 0; p && share_end && i < c->nedges; i++) {
+    for (int64_t i = 0; p && i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         const int64_t ia = c->tile_base[e->well] + e->a, ib = c->tile_base[e->well] + e->b;
         /* With a guess the model is of the measurements minus the guessed
@@ -853,15 +844,9 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
             gy = c->guess_origin[ib][0] - c->guess_origin[ia][0];
             gx = c->guess_origin[ib][1] - c->guess_origin[ia][1];
         }
-        int rank = 0;
-        while (rank < nranks - 1 && e->sched >= share_end[rank]) rank++;
+        /* redone by the rank that registered it (and kept its tiles) */
         p[i] = (ts_stage_pair){e->well, e->dir, e->dir == TS_PAIR_RIGHT ? e->gy : e->gx, ia, ib, gy, gx, e->res,
-                               rank, false, false};
-    }
-    free(share_end);
-    if (!share_end) {
-        free(p);
-        p = NULL;
+                               e->rank, false, false};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
                               c->opt->cache_bytes, load_tile, c, c->opt->dist, c->opt->progress,
@@ -985,7 +970,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
      * the stage pass shares them out by it, the solve and the file list
      * them in it. */
     if (st == TS_OK) {
-        for (int64_t i = 0; i < c.nedges; i++) c.edges[i].sched = i;
+        for (int64_t i = 0; i < c.nedges; i++) c.edges[i].rank = ts_dist_share_rank(c.nedges, ts_dist_size(dist), i);
         qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_canon);
     }
     /* Every rank or none (the pass's collectives) */

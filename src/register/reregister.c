@@ -32,8 +32,9 @@
  * other local maximum, never on the window's edge, and at least
  * ACCEPT_FLOOR (blank pairs' maxima: 0.02-0.28). With one draw (the mirror)
  * and 2.5 times it, 2 of the 186 blank pairs so judged on 60 IHC plates
- * (seeds 101-160; a third at seed 307) were accepted: that draw is low by chance 4.8% of the time (0.07% for
- * the best of three at 2.2 times, resampling those pairs' values). */
+ * (seeds 101-160; a third at seed 307) were accepted: that draw is low by
+ * chance 4.8% of the time (0.07% for the best of three at 2.2 times,
+ * resampling those pairs' values). */
 #define SURE_NCC 0.5
 #define ACCEPT_FLOOR 0.12
 #define ACCEPT_NULL 2.2
@@ -241,21 +242,22 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
         /* Tall strips: a right pair's, the shared edge runs down the
          * columns (along y); else a lower pair's, along x. */
         const bool tall = lh >= lw;
+        /* Per draw, whether b's rows (y) and columns (x) are reversed or
+         * rolled by half: mirrored along the shared edge, half a turn,
+         * rolled along the edge. */
+        static const struct { bool flip_along, flip_across, roll_along; } draw[NULL_DRAWS] = {
+            {true, false, false}, {true, true, false}, {false, false, true}};
         for (int k = 0; k < NULL_DRAWS; k++) {
-            for (int y = 0; y < lh; y++)
+            const bool flip_y = tall ? draw[k].flip_along : draw[k].flip_across;
+            const bool flip_x = tall ? draw[k].flip_across : draw[k].flip_along;
+            const bool roll_y = tall && draw[k].roll_along, roll_x = !tall && draw[k].roll_along;
+            for (int y = 0; y < lh; y++) {
+                const int sy = flip_y ? lh - 1 - y : roll_y ? (y + lh / 2) % lh : y;
                 for (int x = 0; x < lw; x++) {
-                    int sy = y, sx = x;
-                    if (k == 0) { /* mirrored along the shared edge */
-                        if (tall) sy = lh - 1 - y;
-                        else sx = lw - 1 - x;
-                    } else if (k == 1) { /* half a turn */
-                        sy = lh - 1 - y, sx = lw - 1 - x;
-                    } else { /* rolled by half its length along the edge */
-                        if (tall) sy = (y + lh / 2) % lh;
-                        else sx = (x + lw / 2) % lw;
-                    }
+                    const int sx = flip_x ? lw - 1 - x : roll_x ? (x + lw / 2) % lw : x;
                     null_b[(size_t)y * (size_t)lw + (size_t)x] = eb[(size_t)sy * (size_t)lw + (size_t)sx];
                 }
+            }
             /* (gr.v is free for it: the window's cells were read above) */
             if ((st = ts_window_ncc(ea, null_b, lh, lw, gr.cy, gr.cx, gr.ny, gr.nx, lside, gr.v, &sc->win, err)) != TS_OK)
                 return st;

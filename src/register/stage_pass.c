@@ -141,9 +141,8 @@ static ts_status share_results(const ts_stage_pass *ps, ts_stage_pair *p, const 
  * rank order and, within a rank, in pair order (share_results gathers them
  * so); this rank's are [*lo, *hi). A pair's rank is the one that registered
  * it in the first pass and kept its tiles: an even split of the jobs gave
- * a rank pairs whose tiles the other had kept, read again while its own
- * kept tiles sat unused (on a 2-rank plate 66 tiles held at once, against
- * 13 without the pass). */
+ * a rank pairs whose tiles the other had kept, decoded again while its own
+ * sat unused (docs/register.md: 89 decodes against 72 on a 2-rank plate). */
 static ts_status order_by_rank(const ts_stage_pair *p, int64_t *jobs, ts_strip_geometry *geo, int64_t njobs,
                                int rank, int size, int64_t *lo, int64_t *hi, ts_error *err) {
     *lo = *hi = 0;

@@ -64,24 +64,15 @@ ts_status tz_array_open_as(const char *path, int zarr_format, tz_array **out, ts
     json_t *doc = NULL;
     bool found = false;
     int format = 3;
+    /* Each format's file once, the store's own first (v3's unless told). */
+    const bool v2_first = zarr_format == 2;
     ts_status st;
-    if (zarr_format == 2) { /* no zarr.json to ask for first */
-        snprintf(mpath, sizeof mpath, "%s/.zarray", path);
+    for (int k = 0; k < 2 && !found; k++) {
+        format = (k == 0) == v2_first ? 2 : 3;
+        snprintf(mpath, sizeof mpath, "%s/%s", path, format == 2 ? ".zarray" : "zarr.json");
         if ((st = tz_load_json(mpath, &doc, &found, err))) return st;
-        if (found) format = 2;
     }
-    if (!found) {
-        snprintf(mpath, sizeof mpath, "%s/zarr.json", path);
-        st = tz_load_json(mpath, &doc, &found, err);
-        if (st) return st;
-    }
-    if (!found) {
-        format = 2;
-        snprintf(mpath, sizeof mpath, "%s/.zarray", path);
-        st = tz_load_json(mpath, &doc, &found, err);
-        if (st) return st;
-        if (!found) return tz_no_node(path, "array (neither zarr.json nor .zarray)", err);
-    }
+    if (!found) return tz_no_node(path, "array (neither zarr.json nor .zarray)", err);
     char *attrs = NULL;
     if (format == 2) {
         char apath[4096];

@@ -65,6 +65,20 @@ static void check_shares(int64_t n, int size) {
     }
     assert_int_equal(next, n);
     assert_true(most - least <= 1);
+    /* The inverse: every item's rank is the one whose share holds it. */
+    const int64_t step = n > 5000 ? n / 997 : 1;
+    int64_t lo, hi;
+    for (int64_t i = 0; i < n; i += step) {
+        int r = ts_dist_share_rank(n, size, i);
+        assert_true(r >= 0 && r < size);
+        ts_dist_share(n, r, size, &lo, &hi);
+        assert_true(i >= lo && i < hi);
+    }
+    if (n > 0) {
+        int r = ts_dist_share_rank(n, size, n - 1);
+        ts_dist_share(n, r, size, &lo, &hi);
+        assert_int_equal(hi, n);
+    }
 }
 
 static void test_shares(void **state) {
