@@ -332,17 +332,27 @@ static void test_blank_never_accepted(void **state) {
     float *fa = cut(img, iw, 0, 0);
     add_noise(fa, 8u, FAINT_NOISE);
     float *blank = malloc((size_t)H * W * sizeof *blank);
-    int accepted = 0, searched = 0;
+    int accepted = 0, searched = 0, coarse_accepted = 0, coarse_searched = 0;
     for (unsigned k = 0; k < DRAWS; k++) {
         for (int i = 0; i < H * W; i++) blank[i] = 100;
         add_noise(blank, 1000u + 7919u * k, 2.0 + (k % 4));
         ts_rereg_result x = search_rx(k % 2 ? fa : a, blank, false, 0, 0, 20);
         searched += x.null_max > -2;
         accepted += ts_reregister_accept(&x, 0.25);
+        /* Every tenth also in a window searched on block means first (the
+         * null draws on the coarse level's strips). */
+        if (k % 10 == 0) {
+            ts_rereg_result xc = search_rx(k % 20 ? fa : a, blank, false, 0, 0, 60);
+            coarse_searched += xc.null_max > -2;
+            coarse_accepted += ts_reregister_accept(&xc, 0.25);
+        }
     }
-    print_message("blank pairs: %d of %d accepted, %d judged against unrelated content\n", accepted, DRAWS, searched);
+    print_message("blank pairs: %d of %d accepted, %d judged against unrelated content; on block means %d of %d, "
+                  "%d judged\n", accepted, DRAWS, searched, coarse_accepted, DRAWS / 10, coarse_searched);
     assert_true(searched > DRAWS / 4);
     assert_int_equal(accepted, 0);
+    assert_true(coarse_searched > DRAWS / 40);
+    assert_int_equal(coarse_accepted, 0);
     free(img), free(a), free(fa), free(blank);
 }
 
