@@ -11,12 +11,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "register/lowpass.h"
 #include "register/refine.h"
 #include "register/vec.h"
-
-/* FFTW's planner keeps global state and is not thread-safe; plan creation and
- * destruction go through this lock. Plan execution needs no lock. */
-static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define MAX_CANDIDATES 32
 #define MAX_ALL (4 * MAX_CANDIDATES + 2 * (MAX_CANDIDATES + 1) + 1)
@@ -43,6 +40,7 @@ struct ts_registrar {
     float *win_y, *win_x;  /* separable apodisation window */
     float *gauss_y, *gauss_x; /* separable spectral Gaussian */
     fftwf_plan forward, inverse;
+    ts_lowpass_plans *lowpass; /* the refinement's re-fit (refine.c) */
     ncc_memo *memo;        /* MEMO_SLOTS: the overlap NCCs this pair has scored */
     uint32_t memo_gen;     /* the current pair's stamp (never 0) */
     bool memo_off;         /* tests: score every request */
@@ -107,8 +105,8 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->fb = malloc(n * sizeof(float));
     r->ha = malloc(n * sizeof(float));
     r->hb = malloc(n * sizeof(float));
-    /* Background subtraction needs two planes, the refinement two and two rows. */
-    r->tmp = malloc((2 * n + 2 * ((size_t)w + 8)) * sizeof(float));
+    /* Background subtraction needs two planes, the refinement TS_REFINE_WORK. */
+    r->tmp = malloc(TS_REFINE_WORK(h, w) * sizeof(float));
     r->rowsum = malloc((size_t)w * sizeof(double));
     r->win_y = malloc((size_t)h * sizeof(float));
     r->win_x = malloc((size_t)w * sizeof(float));
@@ -118,8 +116,9 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     r->A = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->B = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->memo = calloc(MEMO_SLOTS, sizeof *r->memo);
+    r->lowpass = ts_lowpass_plans_create();
     if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->rowsum || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
-        !r->real || !r->A || !r->B || !r->memo) {
+        !r->real || !r->A || !r->B || !r->memo || !r->lowpass) {
         ts_registrar_free(r);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for a %dx%d registrar", h, w);
     }
@@ -130,10 +129,10 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     make_window(r->win_x, w, 2 * w < h ? TS_WINDOW_NONE : r->opt.window, r->opt.tukey_alpha);
     make_spectral_gauss(r->gauss_y, h, h, r->opt.spectral_sigma);
     make_spectral_gauss(r->gauss_x, r->wc, w, r->opt.spectral_sigma);
-    pthread_mutex_lock(&planner_lock);
+    ts_fftwf_planner_lock();
     r->forward = fftwf_plan_dft_r2c_2d(h, w, r->real, r->A, FFTW_ESTIMATE);
     r->inverse = fftwf_plan_dft_c2r_2d(h, w, r->A, r->real, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&planner_lock);
+    ts_fftwf_planner_unlock();
     if (!r->forward || !r->inverse) {
         ts_registrar_free(r);
         return ts_fail(err, TS_ERR_INTERNAL, "FFTW could not plan a %dx%d transform", h, w);
@@ -144,10 +143,10 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
 
 void ts_registrar_free(ts_registrar *r) {
     if (!r) return;
-    pthread_mutex_lock(&planner_lock);
+    ts_fftwf_planner_lock();
     if (r->forward) fftwf_destroy_plan(r->forward);
     if (r->inverse) fftwf_destroy_plan(r->inverse);
-    pthread_mutex_unlock(&planner_lock);
+    ts_fftwf_planner_unlock();
     free(r->fa);
     free(r->fb);
     free(r->ha);
@@ -162,6 +161,7 @@ void ts_registrar_free(ts_registrar *r) {
     fftwf_free(r->A);
     fftwf_free(r->B);
     free(r->memo);
+    ts_lowpass_plans_free(r->lowpass);
     free(r);
 }
 
@@ -428,7 +428,8 @@ static double subpixel(double cm, double c0, double cp) {
  * maximum, a pixel or two from the answer); leaves them unchanged if it
  * does not converge within 2 px. */
 static bool refine_shift(ts_registrar *r, double *dy, double *dx) {
-    return ts_refine(r->fa, r->fb, r->h, r->w, r->opt.denoise_sigma, r->tmp, dy, dx);
+    return ts_refine(r->fa, r->fb, r->h, r->w, r->opt.denoise_sigma, r->tmp, r->lowpass, dy, dx) !=
+           TS_REFINE_FAILED;
 }
 
 /* Half-width of the autocorrelation's central lobe along (uy, ux): the

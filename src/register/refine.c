@@ -3,17 +3,17 @@
  * a(p + d) by cubic B-spline interpolation (its exact gradient as the
  * Jacobian; bilinear's is not differentiable at the pixels).
  *
- * Noisy overlaps are fitted again on smoother strips: interpolating a noisy
- * image at a fractional position averages its noise (bilinear at half a
- * pixel halves the variance of white noise), so the residual of an overlap
- * whose read noise is comparable to its signal is smallest half-way between
- * pixels, whatever the content: on faint phase-contrast overlaps the
- * least-squares minimum sat 0.3-0.6 px from the truth. With the noise
- * correlated over a few pixels interpolation barely changes its variance
- * (the bias falls roughly as sigma^-4). Sharp, clean content (simulated
- * nuclei, SEM) loses precision to that smoothing, hence the first fit's
- * noise measure decides (TS_REFINE_NOISE: phase-contrast overlaps 0.2-1.3,
- * IHC 0.04-0.2, Hubble 0.03-0.13, SEM and simulated plates 0.01-0.02).
+ * Noisy overlaps are fitted again on low-passed strips: interpolating a
+ * noisy image at a fractional position averages its noise (bilinear at
+ * half a pixel halves the variance of white noise), so the residual of an
+ * overlap whose read noise is comparable to its signal is smallest
+ * half-way between pixels, whatever the content: on faint phase-contrast
+ * overlaps the least-squares minimum sat 0.3-0.6 px from the truth. With
+ * the noise's high frequencies removed interpolation barely changes its
+ * variance. Sharp, clean content (simulated nuclei, SEM) loses precision
+ * to any low-pass, hence the first fit's noise measure decides
+ * (TS_REFINE_NOISE: phase-contrast overlaps 0.2-1.3, IHC 0.04-0.2, Hubble
+ * 0.03-0.13, SEM and simulated plates 0.01-0.02).
  *
  * That measure is also high where the misfit is structure rather than
  * noise: the real dot-grid tiles of test_register_starrynight.py (sharp
@@ -29,34 +29,27 @@
  * of the IHC, Hubble and SEM plates 0.02-0.5 (but one): those keep the
  * first fit.
  *
- * Why a margin with the smoothing: a Gaussian at a strip's edge sees the
- * mirror image beyond it, and the two strips' edges are at different
- * places of the overlap (one tile's edge is one end of the overlap, the
- * other tile's the other end): left in, that mismatch pulled overlaps of
- * 15-35 px by 0.1-0.25 px along the pair.
+ * Why the overlap alone, cut at the integer shift, and filtered as two
+ * equal crops: a filter at an image's edge sees the mirror image beyond
+ * it. On whole strips the two strips' edges are at different places of
+ * the overlap (one tile's edge is one end of the overlap, the other
+ * tile's the other end), and that mismatch pulled overlaps of 15-35 px by
+ * 0.1-0.25 px along the pair unless a band of 1-2 px along each edge was
+ * left out, a third of a 6 px overlap. Cut to the same pixels, the two
+ * crops' edges coincide up to the sub-pixel rest, and every pixel counts
+ * (the B-spline taps beyond the crop are its mirror image, as the
+ * coefficients' own boundary).
  * docs/register.md ("One pair of strips", step 8) has the measurements. */
 #include "register/refine.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "register/lowpass.h"
 #include "register/register.h"
 #include "register/vec.h"
-
-int ts_refine_smooth(float *a, float *b, int h, int w, double have, double dy, double dx, float *tmp) {
-    if (!(have > 0)) have = 0;
-    const double thin = fmin(h - fabs(dy), w - fabs(dx));
-    const bool thick = thin >= TS_REFINE_THICK;
-    const double sigma = thick ? TS_REFINE_SIGMA : TS_REFINE_THIN_SIGMA;
-    const int margin = thick ? TS_REFINE_MARGIN : TS_REFINE_THIN_MARGIN;
-    if (have >= sigma) return margin;
-    /* Gaussians compose: sigma^2 adds. */
-    double extra = sqrt(sigma * sigma - have * have);
-    ts_gaussian_blur(a, h, w, extra, tmp);
-    ts_gaussian_blur(b, h, w, extra, tmp);
-    return margin;
-}
 
 /* The cubic B-spline's pole, sqrt(3) - 2, and the samples beyond which its
  * powers are below 1e-9 (|z|^16 = 7e-10). */
@@ -191,20 +184,22 @@ static bool gn_step(double m[4][4], double v[4], double y0, double x0, double *t
     return true;
 }
 
-/* The normal equations (J = [gain ay, gain ax, a - centre, 1]) of the fit
- * at shift (ty, tx) into m (upper triangle) and v; false when the domain
- * is thinner than 4 px. V, D: rows of w + 3 floats. */
 /* The b pixels [lo, hi) along one axis of n px at integer shift i whose
- * sample lies M px inside a (and its taps, floor - 1 .. floor + 2, inside
- * a) and that lie M px inside b. */
-static void domain(int n, int i, int M, int *lo, int *hi) {
-    const int ma = M > 1 ? M : 1;       /* a's floor index in [ma, n - 1 - ma) */
-    const int l = ma - i, u = n - 1 - ma - i;
-    *lo = M > l ? M : l;
-    *hi = n - M < u ? n - M : u;
+ * sample lies inside a: its floor index in [0, n - 1) (the taps, floor - 1
+ * .. floor + 2, in the coefficients' mirrored border). */
+static void domain(int n, int i, int *lo, int *hi) {
+    const int l = -i, u = n - 1 - i;
+    *lo = l > 0 ? l : 0;
+    *hi = u < n ? u : n;
 }
 
-static bool normal_equations(const float *coef, const float *b, int h, int w, double ty, double tx, int M,
+/* The normal equations (J = [gain ay, gain ax, a - centre, 1]) of the fit
+ * at shift (ty, tx) into m (upper triangle) and v; false when the domain
+ * is thinner than 4 px. coef: a's B-spline coefficients with a mirrored
+ * border (pad_coefficients: row and column -1 .. n + 1 addressable), rows
+ * cs floats apart. V, D: rows of w + 3 floats. */
+
+static bool normal_equations(const float *coef, size_t cs, const float *b, int h, int w, double ty, double tx,
                              double gain, double offset, double centre, float *V, float *D, double m[4][4],
                              double v[4], double *ee) {
     const int iy = (int)floor(ty), ix = (int)floor(tx);
@@ -212,8 +207,8 @@ static bool normal_equations(const float *coef, const float *b, int h, int w, do
     bspline_weights(ty - iy, wy, dwy);
     bspline_weights(tx - ix, wx, dwx);
     int ylo, yhi, xlo, xhi;
-    domain(h, iy, M, &ylo, &yhi);
-    domain(w, ix, M, &xlo, &xhi);
+    domain(h, iy, &ylo, &yhi);
+    domain(w, ix, &xlo, &xhi);
     if (yhi - ylo < 4 || xhi - xlo < 4) return false;
     *ee = 0;
     for (int p = 0; p < 4; p++) {
@@ -232,8 +227,8 @@ static bool normal_equations(const float *coef, const float *b, int h, int w, do
     for (int y = ylo; y < yhi; y++) {
         /* The four coefficient rows combined vertically (value and d/dy),
          * over the columns the row's taps reach. */
-        const float *r0 = coef + (size_t)(y + iy - 1) * (size_t)w + (size_t)(xlo + ix - 1);
-        const float *r1 = r0 + w, *r2 = r1 + w, *r3 = r2 + w;
+        const float *r0 = coef + (ptrdiff_t)(y + iy - 1) * (ptrdiff_t)cs + (ptrdiff_t)(xlo + ix - 1);
+        const float *r1 = r0 + cs, *r2 = r1 + cs, *r3 = r2 + cs;
         int j = 0;
         for (; j + 4 <= nc; j += 4) {
             ts_v4f c0 = ts_v4f_load(r0 + j), c1 = ts_v4f_load(r1 + j), c2 = ts_v4f_load(r2 + j),
@@ -490,28 +485,16 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
     return true;
 }
 
-/* One Gauss-Newton fit from (*dy, *dx) on a's coefficients; *noise: the
- * residual's mean square over the mean squared gradient of a at the
- * answer (px^2): how far noise can pull the fit, relative to the signal. */
-static bool fit(const float *coef, const float *b, int h, int w, int margin, double centre, float *V, float *D,
-                double *dy, double *dx, double *noise) {
+/* One Gauss-Newton fit from (*dy, *dx) on a's coefficients (padded,
+ * rows cs floats apart). */
+static bool fit(const float *coef, size_t cs, const float *b, int h, int w, double centre, float *V, float *D,
+                double *dy, double *dx) {
     const double y0 = *dy, x0 = *dx;
     double ty = y0, tx = x0, gain = 1, offset = 0, m[4][4], v[4], ee = 0;
-    /* The widest margin up to `margin` that leaves 4 px on both axes at
-     * the start (thin overlaps: a narrower band, rather than none). */
-    int M = margin;
-    for (; M > 0; M--) {
-        int ylo, yhi, xlo, xhi;
-        domain(h, (int)floor(ty), M, &ylo, &yhi);
-        domain(w, (int)floor(tx), M, &xlo, &xhi);
-        if (yhi - ylo >= 4 && xhi - xlo >= 4) break;
-    }
     for (int it = 0; it < 16; it++) {
-        if (!normal_equations(coef, b, h, w, ty, tx, M, gain, offset, centre, V, D, m, v, &ee)) return false;
-        const double g2 = (m[0][0] + m[1][1]) / (gain * gain);
+        if (!normal_equations(coef, cs, b, h, w, ty, tx, gain, offset, centre, V, D, m, v, &ee)) return false;
         bool done;
         if (!gn_step(m, v, y0, x0, &ty, &tx, &gain, &offset, &done)) return false;
-        *noise = g2 > 0 ? ee / g2 : INFINITY;
         if (done) break;
     }
     if (!(gain > 0)) return false;
@@ -520,9 +503,68 @@ static bool fit(const float *coef, const float *b, int h, int w, int margin, dou
     return true;
 }
 
-bool ts_refine(float *a, float *b, int h, int w, double have, float *work, double *dy, double *dx) {
+/* img's (h x w, h, w >= 4) B-spline coefficients into the inside of pad
+ * ((h + 3) x (w + 3): one row and column before, two after), the border
+ * their mirror image (c[-1] = c[1], c[n] = c[n - 2], c[n + 1] = c[n - 3],
+ * as the coefficients' own boundary). Returns coefficient (0, 0). */
+static float *pad_coefficients(const float *img, int h, int w, float *pad) {
+    const size_t cs = (size_t)w + 3;
+    float *c0 = pad + cs + 1;
+    /* Computed at stride w at pad's start, then moved out to stride cs,
+     * last row first and each row from its end (every destination lies
+     * after its source and past the rows still to move). */
+    ts_spline_coefficients(img, pad, h, w);
+    for (int y = h - 1; y >= 0; y--) {
+        float *dst = c0 + (size_t)y * cs;
+        const float *src = pad + (size_t)y * (size_t)w;
+        for (int x = w - 1; x >= 0; x--) dst[x] = src[x];
+    }
+    for (int y = 0; y < h; y++) {
+        float *row = c0 + (size_t)y * cs;
+        row[-1] = row[1], row[w] = row[w - 2], row[w + 1] = row[w - 3];
+    }
+    memcpy(c0 - cs - 1, c0 + cs - 1, cs * sizeof(float));
+    memcpy(c0 + (size_t)h * cs - 1, c0 + (size_t)(h - 2) * cs - 1, cs * sizeof(float));
+    memcpy(c0 + (size_t)(h + 1) * cs - 1, c0 + (size_t)(h - 3) * cs - 1, cs * sizeof(float));
+    return c0;
+}
+
+/* The fit on the overlap of a and b (h x w) at integer shift (iy, ix):
+ * both cut to it (work: TS_REFINE_WORK), low-passed, b's crop fitted to
+ * a's from each of the n starts (sy, sx) in turn (strip coordinates) until
+ * one converges within 2 px of (y0, x0): its answer into *dy, *dx. */
+static bool fit_overlap(const float *a, const float *b, int h, int w, int iy, int ix, float *work,
+                        ts_lowpass_plans *plans, int n,
+                        const double *sy, const double *sx, double y0, double x0, double *dy, double *dx) {
+    const int ys = iy < 0 ? -iy : 0, ye = iy > 0 ? h - iy : h;
+    const int xs = ix < 0 ? -ix : 0, xe = ix > 0 ? w - ix : w;
+    const int hc = ye - ys, wc = xe - xs;
+    if (hc < 4 || wc < 4) return false;
+    float *ca = work, *cb = work + (size_t)hc * (size_t)wc, *pad = work + 2 * (size_t)h * (size_t)w;
+    float *V = pad + ((size_t)h + 3) * ((size_t)w + 3), *D = V + w + 8;
+    for (int y = 0; y < hc; y++) {
+        memcpy(ca + (size_t)y * (size_t)wc, a + (size_t)(y + ys + iy) * (size_t)w + (size_t)(xs + ix),
+               (size_t)wc * sizeof(float));
+        memcpy(cb + (size_t)y * (size_t)wc, b + (size_t)(y + ys) * (size_t)w + (size_t)xs, (size_t)wc * sizeof(float));
+    }
+    double cutoff;
+    if (!ts_lowpass_pair(plans, ca, cb, hc, wc, TS_REFINE_ORDER, TS_REFINE_CUT_LO, TS_REFINE_CUT_HI, &cutoff)) return false;
+    const double centre = ts_sum_f64(ca, (size_t)hc * (size_t)wc) / ((double)hc * (double)wc);
+    const float *coef = pad_coefficients(ca, hc, wc, pad);
+    for (int k = 0; k < n; k++) {
+        double ty = sy[k] - iy, tx = sx[k] - ix;
+        if (fit(coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) && fabs(ty + iy - y0) <= 2.0 &&
+            fabs(tx + ix - x0) <= 2.0) {
+            *dy = ty + iy, *dx = tx + ix;
+            return true;
+        }
+    }
+    return false;
+}
+
+ts_refine_how ts_refine(const float *a, const float *b, int h, int w, double have, float *work,
+                        ts_lowpass_plans *plans, double *dy, double *dx) {
     const size_t n = (size_t)h * (size_t)w;
-    float *coef = work, *tmp = work + n, *V = work + 2 * n, *D = V + w + 8;
     double fy = *dy, fx = *dx, noise = INFINITY, share = 0;
     const bool first = fit_bilinear(a, b, h, w, work, work + n, &fy, &fx, &noise, &share);
     /* Re-fitted only where the residual is both rough and white: read
@@ -532,24 +574,31 @@ bool ts_refine(float *a, float *b, int h, int w, double have, float *work, doubl
      * not remove a pull towards half pixels but moves the fit. */
     if (first && (noise <= TS_REFINE_NOISE || share < TS_REFINE_WHITE * white_share(have))) {
         *dy = fy, *dx = fx;
-        return true;
+        return TS_REFINE_FIRST;
     }
-    /* Noisy: smoothed strips, cubic B-splines, the edges' band left out. */
-    const int margin = ts_refine_smooth(a, b, h, w, have, *dy, *dx, tmp);
-    double centre = 0;
-    for (size_t i = 0; i < n; i++) centre += a[i];
-    centre /= (double)n;
-    ts_spline_coefficients(a, coef, h, w);
-    /* From the integer start, else from the first fit's answer (nearer,
-     * when the integer maximum is 2 px off: the fit's leash then reaches). */
-    for (int k = 0; k < (first ? 2 : 1); k++) {
-        double sy = k ? fy : *dy, sx = k ? fx : *dx, unused;
-        if (fit(coef, b, h, w, margin, centre, V, D, &sy, &sx, &unused)) {
-            *dy = sy, *dx = sx;
-            return true;
-        }
+    /* Noisy: the overlap at the best integer shift known (the first fit's,
+     * else the NCC maximum), cut from both strips, low-passed alike; cut
+     * again where the answer rounds to another integer shift (the crops'
+     * edges then coincide again), at most twice. */
+    int iy = (int)lround(first ? fy : *dy), ix = (int)lround(first ? fx : *dx);
+    double ry = 0, rx = 0;
+    bool ok = false;
+    for (int pass = 0; pass < 3; pass++) {
+        /* From the integer start, else from the first fit's answer (nearer,
+         * when the integer maximum is 2 px off: the fit's leash then
+         * reaches); after a new cut, from the answer before it. */
+        const double sy[2] = {pass ? ry : *dy, fy}, sx[2] = {pass ? rx : *dx, fx};
+        if (!fit_overlap(a, b, h, w, iy, ix, work, plans, pass || !first ? 1 : 2, sy, sx, *dy, *dx, &ry, &rx)) break;
+        ok = true;
+        const int ny = (int)lround(ry), nx = (int)lround(rx);
+        if (ny == iy && nx == ix) break;
+        iy = ny, ix = nx;
     }
-    if (!first) return false;
+    if (ok) {
+        *dy = ry, *dx = rx;
+        return TS_REFINE_LOWPASS;
+    }
+    if (!first) return TS_REFINE_FAILED;
     *dy = fy, *dx = fx;
-    return true;
+    return TS_REFINE_FIRST;
 }

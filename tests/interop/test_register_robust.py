@@ -8,10 +8,18 @@ of ../shared/testdata, pasted at their reference origins into one mosaic.
 
 Checks, against the cut positions only:
 - every tile with content within 1 px of the truth (rounded origins and
-  float positions); within 0.3 px (float) on every plate but cell16_blank,
-  0.35 px there (it reaches 0.33: two tiles over 0.3 px, on overlaps down
-  to 6 px). The phase-contrast plates were 0.44 and 0.87 px off before the
+  float positions); within 0.3 px (float) on every plate but cell16_blank.
+  The phase-contrast plates were 0.44 and 0.87 px off before the
   noise-gated refinement (src/register/refine.c, docs/register.md);
+- cell16_blank (overlaps down to 6 px of a faint texture under read
+  noise) is beyond a per-plate 0.3 px for any method: on 60 seeds the
+  time-delay bound (register_bound.py) leaves 12 plates over it. Its test
+  plate's worst tile is 0.44 px (a 6 px overlap, the tile's only pair,
+  0.5 px spread over fresh noise against the bound's 0.2). So both
+  phase-contrast recipes are checked against that bound instead: over
+  seeds 101-130, tessera's mean worst tile at most SWEEP_RATIO times the
+  bound's on the same plates (1.26 and 1.18 now, 1.36 and 1.29 with the
+  Gaussian-smoothed refinement before; docs/register.md, step 8);
 - every pair touching a blank tile unmatched (left out of the file);
 - the tiles with pairs form one group (no row cut off);
 - a blank tile has no pair, so lands on the grid (no check of where).
@@ -30,6 +38,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import register_bound as rb  # noqa: E402
 import register_plates as rp  # noqa: E402
 from interop_checks import check, finish  # noqa: E402
 
@@ -138,7 +147,7 @@ def plates():
     # NCC's maximum a pixel off, the refinement thrown away); 0.21 now.
     out.append(make("cell24_s403", cell, 6, 9, (160, 200), 24, 7, seed=403, noise=1.5))
     # The same specimen, overlap 16 px (jitter +-5: down to 6 px), 10% blank.
-    out.append(make("cell16_blank", cell, 6, 9, (160, 200), 16, 5, seed=5, blank=0.1, noise=1.5, float_px=0.35))
+    out.append(make("cell16_blank", cell, 6, 9, (160, 200), 16, 5, seed=5, blank=0.1, noise=1.5, float_px=None))
     # Tissue (IHC), overlap 16 of 128, jitter +-5, 10% blank tiles.
     out.append(make("ihc16_blank", ihc, 8, 8, 128, 16, 5, seed=7, blank=0.1))
     # The same at another seed: a blank tile's pair (its window maximum NCC
@@ -197,6 +206,47 @@ def run_plate(p, more=()):
     return evaluate(p, out, json.loads(r.stdout)), None
 
 
+# The phase-contrast recipes over many seeds, against the bound.
+SWEEP = (("cell24", ((6, 9, (160, 200), 24, 7), dict(noise=1.5))),
+         ("cell16_blank", ((6, 9, (160, 200), 16, 5), dict(blank=0.1, noise=1.5))))
+SWEEP_SEEDS = range(101, 131)
+SWEEP_RATIO = 1.3
+
+
+def sweep():
+    """Per recipe: tessera's mean worst tile over SWEEP_SEEDS against the
+    time-delay bound's (an efficient estimator's, sampled) on the same
+    plates; and on every plate, no tile over 1 px and no blank tile's pair
+    matched."""
+    import shutil
+    cell = zoom(gray("cell.png"), 1.5)
+    gy, gx = rb.spectral_gradient(cell)
+    rng = np.random.default_rng(12345)
+    for name, ((cols, rows, tile, overlap, jitter), kw) in SWEEP:
+        sigma2 = kw["noise"] ** 2 + 1.0 / 12.0
+        worst, bound, over = [], [], 0
+        for seed in SWEEP_SEEDS:
+            p = make(f"{name}_s{seed}", cell, cols, rows, tile, overlap, jitter, seed=seed, **kw)
+            r, why = run_plate(p)
+            shutil.rmtree(p["plate"], ignore_errors=True)
+            if r is None:
+                check(False, why)
+                continue
+            check(r["over1"] == 0, f"{name}_s{seed}: {r['over1']} tiles with content more than 1 px off (rounded)")
+            check(r["blank_matched"] == 0, f"{name}_s{seed}: {r['blank_matched']} pairs with a blank tile matched")
+            infos, content = rb.plate_infos(p, cell, gy, gx, tile, sigma2)
+            bound.append(rb.worst_tile_draws(len(content), infos, rng, 500).mean())
+            worst.append(r["max"])
+            over += r["max"] > 0.3
+        if not worst:
+            continue
+        ratio = np.mean(worst) / np.mean(bound)
+        print(f"{name}, seeds {SWEEP_SEEDS.start}-{SWEEP_SEEDS.stop - 1}: mean worst tile {np.mean(worst):.3f} px "
+              f"(bound {np.mean(bound):.3f}, ratio {ratio:.2f}), {over} of {len(worst)} plates over 0.3 px")
+        check(ratio <= SWEEP_RATIO, f"{name}: mean worst tile {np.mean(worst):.3f} px is {ratio:.2f}x the bound's "
+              f"{np.mean(bound):.3f} (want <= {SWEEP_RATIO}x)")
+
+
 def main():
     table = "--table" in sys.argv
     more = sys.argv[sys.argv.index("--table") + 1:] if table else []
@@ -219,11 +269,12 @@ def main():
         print(f"{p['name']}: worst {r['max']:.3f} px ({r['worst']}), median {r['median']:.3f}, "
               f"{r['unmatched']} unmatched, {r['reregistered']} re-registered")
         check(r["over1"] == 0, f"{p['name']}: {r['over1']} tiles with content more than 1 px off (rounded)")
-        check(r["max"] <= p["float_px"],
+        check(p["float_px"] is None or r["max"] <= p["float_px"],
               f"{p['name']}: tile {r['worst']} is {r['max']:.2f} px off (float, want <= {p['float_px']})")
         check(r["groups"] == 1, f"{p['name']}: the tiles with pairs form {r['groups']} groups, want 1")
         check(r["blank_matched"] == 0, f"{p['name']}: {r['blank_matched']} pairs with a blank tile matched")
     if not table:
+        sweep()
         finish()
 
 
