@@ -349,6 +349,8 @@ typedef struct ts_estimate_result {
     int64_t tiles, pairs;         /* pairs measured (written and solved) */
     int64_t unmatched_pairs;      /* neighbours whose overlap did not match (blank tiles) */
     int64_t low_confidence_pairs; /* measured, confidence < 0.1 */
+    int64_t unfitted_pairs;       /* measured, but no sub-pixel fit converged at the shift: in the
+                                     solve and the file at a tenth of their confidence */
     int64_t reregistered_pairs;   /* replaced by the stage model's confined search */
     int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t rematched_pairs;      /* ... of those, unmatched in the first pass */

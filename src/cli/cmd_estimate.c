@@ -173,6 +173,7 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
     json_object_set_new(j, "loop_downweighted_pairs", json_integer((json_int_t)r->loop_downweighted_pairs));
     json_object_set_new(j, "stage_downweighted_pairs", json_integer((json_int_t)r->stage_downweighted_pairs));
     json_object_set_new(j, "rematched_pairs", json_integer((json_int_t)r->rematched_pairs));
+    json_object_set_new(j, "unfitted_pairs", json_integer((json_int_t)r->unfitted_pairs));
     json_object_set_new(j, "message", cli_json_path(r->verdict_message));
     json_object_set_new(j, "x", overlap_json(&r->overlap[0]));
     json_object_set_new(j, "y", overlap_json(&r->overlap[1]));

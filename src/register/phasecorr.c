@@ -731,8 +731,8 @@ ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride,
 
 /* The sub-pixel refinement of ts_register_strips from an integer shift, on
  * the strips of the last ts_registrar_prepare. */
-void ts_registrar_refine(ts_registrar *r, double *dy, double *dx) {
-    if (r->opt.refine) refine_shift(r, dy, dx);
+bool ts_registrar_refine(ts_registrar *r, double *dy, double *dx) {
+    return r->opt.refine && refine_shift(r, dy, dx);
 }
 
 double ts_registrar_min_ncc(const ts_registrar *r) { return r->opt.min_ncc; }

@@ -100,7 +100,7 @@ double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int 
  * refinement of ts_register_strips from an integer shift, and min_ncc. */
 ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride, const float *b,
                                size_t b_stride, const float **ha, const float **hb, ts_error *err);
-void ts_registrar_refine(ts_registrar *r, double *dy, double *dx);
+bool ts_registrar_refine(ts_registrar *r, double *dy, double *dx); /* false: no fit converged */
 double ts_registrar_min_ncc(const ts_registrar *r);
 
 /* Registers two h x w strips given as row-major views with row strides (in

@@ -280,7 +280,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * overlap every pair is searched and most keep their first result. */
     if (first_stays || !ts_reregister_accept(out, ts_registrar_min_ncc(r))) return TS_OK;
     double dy = by, dx = bx;
-    ts_registrar_refine(r, &dy, &dx);
+    out->fitted = ts_registrar_refine(r, &dy, &dx);
     /* The refinement may move up to 2 px from the integer maximum, and is
      * kept as far: on noisy low-contrast overlaps the window's NCC is flat
      * enough for its integer maximum to be a pixel off, and a leash of 1 px
@@ -288,7 +288,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * px from the maximum), leaving the pair a whole pixel off. Over the
      * 36 plates of test_register_robust.py's recipes at 6 seeds each the
      * worst tile went from 0.65 to 0.36 px (docs/register.md). */
-    if (!(fabs(dy - by) <= 2.0 && fabs(dx - bx) <= 2.0)) dy = by, dx = bx;
+    if (!(fabs(dy - by) <= 2.0 && fabs(dx - bx) <= 2.0)) dy = by, dx = bx, out->fitted = false;
     out->refined = true;
     out->dy = dy + g->off_dy;
     out->dx = dx + g->off_dx;
@@ -328,5 +328,6 @@ bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_
     res->ncc_second = x->second;
     res->confidence = conf;
     res->matched = true;
+    res->unfitted = !x->fitted;
     return true;
 }

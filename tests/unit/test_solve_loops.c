@@ -314,6 +314,55 @@ static void test_loops_stage_model(void **state) {
     }
 }
 
+/* Which pairs the loop check condemns with weights w (copied). */
+static int condemned_w(const plate *p, const double *w_in, bool *out) {
+    int a[2 * N], b[2 * N];
+    double d[2 * N][2], w[2 * N];
+    unsigned char usable[2 * N];
+    for (int e = 0; e < p->npairs; e++) {
+        a[e] = p->pairs[e].a, b[e] = p->pairs[e].b;
+        d[e][0] = p->pairs[e].dy, d[e][1] = p->pairs[e].dx;
+        usable[e] = 1;
+        w[e] = w_in[e];
+    }
+    int n = ts_solve_loop_check(N, p->gx, p->gy, p->npairs, a, b, usable, (const double(*)[2])d, w, &last_by_stage);
+    for (int e = 0; e < p->npairs; e++) out[e] = w[e] < w_in[e];
+    return n;
+}
+
+/* The corner tile (19, 19) 150 px right of where its row and column put
+ * it (the plate's stage scatters by +-25 px), its right pair from (18, 19)
+ * wrong by -150 px (it says the tile is where the stage model expects
+ * it): the corner cell's two outer pairs each have that one loop, and
+ * either explains it. The stage model picks the right lower pair (off its
+ * column by 150 px); where the wrong pair
+ * weighs a tenth or less of the right one (estimate's unfitted match), the
+ * evidence decides first: the wrong one is condemned, not by the model. */
+static void test_loops_weak_evidence(void **state) {
+    (void)state;
+    static plate p;
+    make_plate(&p, 0, 5);
+    const int t = tile(19, 19);
+    p.truth[t][1] += 150;
+    const int left = find_pair(&p, tile(18, 19), t), up = find_pair(&p, tile(19, 18), t);
+    p.pairs[left].dx += 150, p.pairs[up].dx += 150; /* the truth */
+    spoil(&p, 18, 19, true, 0, -150);
+    double w[2 * N];
+    bool c[2 * N];
+    for (int e = 0; e < p.npairs; e++) w[e] = 1.0;
+    assert_int_equal(condemned_w(&p, w, c), 1);
+    assert_true(c[up] && !c[left]); /* the model's pick: the right pair */
+    assert_int_equal(last_by_stage, 1);
+    w[left] = 0.1;
+    assert_int_equal(condemned_w(&p, w, c), 1);
+    assert_true(c[left] && !c[up]);
+    assert_int_equal(last_by_stage, 0);
+    /* Within a factor of 5 the evidence does not decide. */
+    w[left] = 0.3;
+    condemned_w(&p, w, c);
+    assert_true(c[up] && !c[left]);
+}
+
 /* A slipped row (row 12 150 px to the right of its neighbours: its right
  * pairs agree with each other, its upper and lower pairs are 150 px off
  * their columns' medians, all of them right) is not the stage model's to
@@ -412,6 +461,7 @@ int main(void) {
         cmocka_unit_test(test_loops_missing_pairs),    cmocka_unit_test(test_loops_ambiguous),
         cmocka_unit_test(test_loops_order),            cmocka_unit_test(test_loops_threads),
         cmocka_unit_test(test_loops_stage_model),      cmocka_unit_test(test_loops_stage_slipped_row),
+        cmocka_unit_test(test_loops_weak_evidence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
