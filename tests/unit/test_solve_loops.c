@@ -122,8 +122,8 @@ static double max_error(const plate *p, const ts_solve_result *r, int *worst) {
 /* Of the pairs the last condemned() condemned, those the stage model chose. */
 static int last_by_stage;
 
-/* Which pairs ts_solve_loop_check condemns (w < 1 of w = 1). */
-static int condemned(const plate *p, bool *out) {
+/* Which pairs the loop check condemns with weights w (copied). */
+static int condemned_w(const plate *p, const double *w_in, bool *out) {
     int a[2 * N], b[2 * N];
     double d[2 * N][2], w[2 * N];
     unsigned char usable[2 * N];
@@ -131,14 +131,21 @@ static int condemned(const plate *p, bool *out) {
         a[e] = p->pairs[e].a, b[e] = p->pairs[e].b;
         d[e][0] = p->pairs[e].dy, d[e][1] = p->pairs[e].dx;
         usable[e] = 1;
-        w[e] = 1.0;
+        w[e] = w_in[e];
     }
     int n = ts_solve_loop_check(N, p->gx, p->gy, p->npairs, a, b, usable, (const double(*)[2])d, w, &last_by_stage);
     for (int e = 0; e < p->npairs; e++) {
-        out[e] = w[e] < 1.0;
-        if (out[e]) assert_true(w[e] == TS_LOOP_FACTOR); /* down-weighted, never 0 */
+        out[e] = w[e] < w_in[e];
+        if (out[e]) assert_true(w[e] == w_in[e] * TS_LOOP_FACTOR); /* down-weighted, never 0 */
     }
     return n;
+}
+
+/* Which pairs ts_solve_loop_check condemns (w < 1 of w = 1). */
+static int condemned(const plate *p, bool *out) {
+    double w[2 * N];
+    for (int e = 0; e < p->npairs; e++) w[e] = 1.0;
+    return condemned_w(p, w, out);
 }
 
 /* Exact pairs and wrong ones at full confidence: with the loop check every
@@ -312,22 +319,6 @@ static void test_loops_stage_model(void **state) {
         if (e > (s ? 1e-3 : 1e-5)) fail_msg("%s: tile (%d, %d) %g px off", s ? "l2" : "l1", p.gx[worst], p.gy[worst], e);
         ts_solve_result_free(&r);
     }
-}
-
-/* Which pairs the loop check condemns with weights w (copied). */
-static int condemned_w(const plate *p, const double *w_in, bool *out) {
-    int a[2 * N], b[2 * N];
-    double d[2 * N][2], w[2 * N];
-    unsigned char usable[2 * N];
-    for (int e = 0; e < p->npairs; e++) {
-        a[e] = p->pairs[e].a, b[e] = p->pairs[e].b;
-        d[e][0] = p->pairs[e].dy, d[e][1] = p->pairs[e].dx;
-        usable[e] = 1;
-        w[e] = w_in[e];
-    }
-    int n = ts_solve_loop_check(N, p->gx, p->gy, p->npairs, a, b, usable, (const double(*)[2])d, w, &last_by_stage);
-    for (int e = 0; e < p->npairs; e++) out[e] = w[e] < w_in[e];
-    return n;
 }
 
 /* The corner tile (19, 19) 150 px right of where its row and column put
