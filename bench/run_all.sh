@@ -13,4 +13,9 @@ for b in zarr_read ome_list simulate shifts_load register_bench solve_bench fuse
   bash "$HERE/$b.sh" "$BUILD" || { echo "bench/$b.sh failed"; status=1; }
   echo
 done
+# Registration accuracy against the Cramer-Rao bound (docs/register.md,
+# "Against the bound"): 30 seeds here, 60 in the docs' table.
+echo "=== bench/register_crb.py"
+/usr/bin/python3 "$HERE/register_crb.py" --bin "$BUILD/tessera" --seeds 101-130 --draws 500 ||
+  { echo "bench/register_crb.py failed"; status=1; }
 exit $status
