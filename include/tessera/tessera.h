@@ -338,6 +338,9 @@ typedef struct ts_estimate_well_qc {
     char well[32];
     ts_overlap_qc dir[2];        /* [0] x, [1] y */
     int64_t isolated;            /* tiles without a matched pair */
+    int64_t untrusted;           /* tiles with matched pairs, none of them trusted (confidence
+                                    < 0.1 or an outlier): placed by weak evidence only */
+    char first_untrusted[96];    /* the first of them ("A/1/004003"), "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
     double max_residual;         /* px, largest residual of a trusted pair */
     ts_verdict verdict;

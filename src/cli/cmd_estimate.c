@@ -152,11 +152,13 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
     json_t *wells = json_array();
     for (int i = 0; i < r->nwell_qc; i++) {
         const ts_estimate_well_qc *w = &r->well_qc[i];
-        json_array_append_new(wells, json_pack("{s:o, s:s, s:I, s:i, s:o, s:o, s:o}", "well", cli_json_path(w->well),
-                                               "verdict", ts_verdict_name(w->verdict), "isolated_tiles",
-                                               (json_int_t)w->isolated, "groups", w->groups, "max_residual",
-                                               number(w->max_residual, 3), "x", overlap_json(&w->dir[0]), "y",
-                                               overlap_json(&w->dir[1])));
+        json_t *o = json_pack("{s:o, s:s, s:I, s:i, s:o, s:o, s:o}", "well", cli_json_path(w->well), "verdict",
+                              ts_verdict_name(w->verdict), "isolated_tiles", (json_int_t)w->isolated, "groups",
+                              w->groups, "max_residual", number(w->max_residual, 3), "x", overlap_json(&w->dir[0]),
+                              "y", overlap_json(&w->dir[1]));
+        json_object_set_new(o, "untrusted_tiles", json_integer((json_int_t)w->untrusted));
+        json_object_set_new(o, "first_untrusted_tile", w->untrusted ? cli_json_path(w->first_untrusted) : json_null());
+        json_array_append_new(wells, o);
     }
     json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:[i,i], s:[i,i], s:o, s:o}", "wells",
                           r->wells, "tiles", (json_int_t)r->tiles, "pairs", (json_int_t)r->pairs, "unmatched_pairs",
@@ -206,9 +208,13 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
         fprintf(stderr, "tessera %s: well %s", cmd, w->well);
         summary_dir('x', &w->dir[0]);
         summary_dir('y', &w->dir[1]);
-        fprintf(stderr, "; %lld isolated tiles, %d group%s, max residual %.2f px%s\n", (long long)w->isolated,
-                w->groups, w->groups == 1 ? "" : "s", w->max_residual,
-                w->verdict == TS_VERDICT_IMPLAUSIBLE ? " (implausible)" : "");
+        fprintf(stderr, "; %lld isolated tiles, %d group%s, max residual %.2f px", (long long)w->isolated, w->groups,
+                w->groups == 1 ? "" : "s", w->max_residual);
+        if (w->untrusted)
+            fprintf(stderr, "; %lld tile%s placed by untrusted pairs only (%s%s): check %s", (long long)w->untrusted,
+                    w->untrusted == 1 ? "" : "s", w->first_untrusted, w->untrusted > 1 ? ", ..." : "",
+                    w->untrusted == 1 ? "it" : "them");
+        fprintf(stderr, "%s\n", w->verdict == TS_VERDICT_IMPLAUSIBLE ? " (implausible)" : "");
     }
     if (left) fprintf(stderr, "tessera %s: ... and %d more wells, all ok\n", cmd, left);
     fprintf(stderr, "tessera %s: verdict %s", cmd, ts_verdict_name(r->verdict));

@@ -107,21 +107,20 @@ static int plans_for(ts_lowpass_plans *p, int h, int w) {
 bool ts_lowpass_pair(ts_lowpass_plans *plans, float *a, float *b, int h, int w, int order, double lo, double hi,
                      double *cutoff) {
     if (h < 1 || w < 1 || !plans) return false;
-    const int k = plans_for(plans, h, w);
-    if (k < 0) return false;
-    fftwf_plan fwd = plans->slot[k].fwd, inv = plans->slot[k].inv;
+    const int slot = plans_for(plans, h, w);
+    if (slot < 0) return false;
+    fftwf_plan fwd = plans->slot[slot].fwd, inv = plans->slot[slot].inv;
     {
         fftwf_execute_r2r(fwd, a, a);
         fftwf_execute_r2r(fwd, b, b);
-        /* Signal and noise power by radius: the two views' noise is
-         * independent, so a * b is the signal's power, (a - b)^2 / 2 the
-         * noise's. */
-        /* Per radius bin: the sum of each coefficient's worth
-         * a b - (a - b)^2 / 8 (signal less a quarter of the noise: a
-         * frequency is worth keeping while its signal is above a quarter
-         * of its noise; at half, the two-view Wiener weight P / (2P + N) at
-         * a quarter of its high-signal value, the cell plates' overlaps
-         * were cut too early, 15 of 30 plates over 0.3 px against 13). */
+        /* The two views' noise is independent, so a * b is the signal's
+         * power and (a - b)^2 / 2 the noise's. Per radius bin: the sum of
+         * each coefficient's worth a b - (a - b)^2 / 8, signal less a
+         * quarter of the noise (a frequency is worth keeping while its
+         * signal is above a quarter of its noise; at half, the two-view
+         * Wiener weight P / (2P + N) at a quarter of its high-signal value,
+         * the cell plates' overlaps were cut too early, 15 of 30 plates
+         * over 0.3 px against 13). */
         double worth[BINS] = {0};
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++) {

@@ -133,9 +133,10 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
     double *v = malloc(nn * sizeof *v), *c = malloc(nn * sizeof *c), *scratch = malloc(nn * sizeof *scratch);
     int *parent = malloc((size_t)(ntiles ? ntiles : 1) * sizeof *parent);
     bool *paired = calloc((size_t)(ntiles ? ntiles : 1), sizeof *paired);
+    bool *vouched = calloc((size_t)(ntiles ? ntiles : 1), sizeof *vouched); /* a trusted pair */
     r->well_qc = calloc((size_t)(nw ? nw : 1), sizeof *r->well_qc);
-    if (!v || !c || !scratch || !parent || !paired || !r->well_qc) {
-        free(v), free(c), free(scratch), free(parent), free(paired);
+    if (!v || !c || !scratch || !parent || !paired || !vouched || !r->well_qc) {
+        free(v), free(c), free(scratch), free(parent), free(paired), free(vouched);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check of %lld pairs", (long long)n);
     }
     r->nwell_qc = nw;
@@ -147,6 +148,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         if (!p[i].matched) continue;
         int a = (int)(tile_base[p[i].well] + p[i].a), b = (int)(tile_base[p[i].well] + p[i].b);
         paired[a] = paired[b] = true;
+        if (ts_qc_trusted(&p[i])) vouched[a] = vouched[b] = true;
         int ra = uf_find(parent, a), rb = uf_find(parent, b);
         if (ra != rb) parent[ra > rb ? ra : rb] = ra > rb ? rb : ra;
     }
@@ -157,6 +159,12 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         for (int d = 0; d < 2; d++) direction_qc(p, n, wi, d, extent[d], nominal[d], v, c, scratch, &wq->dir[d]);
         for (int64_t t = tile_base[wi]; t < tile_base[wi] + plate->wells[wi].npositions; t++) {
             wq->isolated += !paired[t];
+            /* Placed by weak evidence only: said, and named, not hidden in
+             * a count of pairs (a corner tile whose two pairs were both
+             * wrong, 5 px off, on a plate whose verdict is ok). */
+            if (paired[t] && !vouched[t] && wq->untrusted++ == 0)
+                snprintf(wq->first_untrusted, sizeof wq->first_untrusted, "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[t - tile_base[wi]]);
             wq->groups += uf_find(parent, (int)t) == (int)t;
         }
         for (int64_t i = 0; i < n; i++)
@@ -167,7 +175,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
     }
     if (r->verdict == TS_VERDICT_OK && (ts_qc_overlap_wrong(&r->overlap[0]) || ts_qc_overlap_wrong(&r->overlap[1])))
         r->verdict = TS_VERDICT_OVERLAP_WRONG;
-    free(v), free(c), free(scratch), free(parent), free(paired);
+    free(v), free(c), free(scratch), free(parent), free(paired), free(vouched);
     return TS_OK;
 }
 
