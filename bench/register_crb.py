@@ -26,55 +26,15 @@ is 10-20x below what interpolating the pixels can give (register_bound.py).
         [--seeds 101-160] [--recipes cell16_blank,cell24] [--draws 1000]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "interop"))
 import register_bound as rb  # noqa: E402
 import test_register_robust as trr  # noqa: E402
-
-# name: (image, cols, rows, tile, overlap, jitter, make() keywords), as in
-# test_register_robust.plates().
-RECIPES = {
-    "cell24": ("cell", 6, 9, (160, 200), 24, 7, dict(noise=1.5)),
-    "cell16_blank": ("cell", 6, 9, (160, 200), 16, 5, dict(blank=0.1, noise=1.5)),
-    "ihc16_blank": ("ihc", 8, 8, 128, 16, 5, dict(blank=0.1)),
-    "hubble5pct": ("hubble", 5, 4, 200, 10, 3, dict(noise=3.0)),
-    "sem_rot": ("sem", 5, 7, 160, 24, 7, dict(rot90=1, fliplr=True)),
-}
-
-
-def images(names):
-    out = {}
-    if "cell" in names:
-        out["cell"] = trr.zoom(trr.gray("cell.png"), 1.5)
-    if "ihc" in names:
-        out["ihc"] = trr.zoom(trr.gray("ihc.png"))
-    if "hubble" in names:
-        out["hubble"] = trr.gray("hubble_deep_field.jpg")
-    if "sem" in names:
-        out["sem"] = trr.sem_mosaic()
-    return out
-
-
-def run_tessera(binary, p):
-    out = os.path.join(trr.TMP, p["name"] + ".yaml")
-    cmd = [binary, "estimate", p["plate"], "-o", out, "--json", "--threads", "1", "--accept-poor",
-           *map(str, p["args"])]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
-    ev = trr.evaluate(p, out, json.loads(r.stdout))
-    with open(out) as f:
-        pairs = yaml.safe_load(f)["pairs"]["A/1"]
-    return ev, {(a.split("/")[-1], b.split("/")[-1]): (dy, dx) for a, b, dy, dx, *_ in pairs}
-
 
 def parse_seeds(s):
     out = []
@@ -97,7 +57,6 @@ def main():
     args = ap.parse_args()
     seeds = parse_seeds(args.seeds)
     recipes = args.recipes.split(",")
-    imgs = images({RECIPES[r][0] for r in recipes})
     rng = np.random.default_rng(12345)
     lim = args.limit
     print(f"worst tile per plate (float px, median offset removed), {len(seeds)} seeds; "
@@ -109,39 +68,26 @@ def main():
           f"tessera's pair error / gradient bound: mean (median) of e'Je/2 | the same / time-delay bound |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in recipes:
-        key, cols, rows, tile, overlap, jitter, kw = RECIPES[name]
-        img = imgs[key]
-        gain, noise = kw.get("gain", 1.0), kw.get("noise", 2.0)
+        key, _cols, _rows, tile, _overlap, _jitter, kw = trr.RECIPES[name]
+        img = kw.get("gain", 1.0) * trr.specimen(key)
+        noise = kw.get("noise", 2.0)
         sigma2 = noise * noise + 1.0 / 12.0
-        gy, gx = rb.spectral_gradient(gain * img)
-        th, tw = (tile, tile) if np.isscalar(tile) else tile
+        gy, gx = rb.spectral_gradient(img)
         t_worst, ratios, ratios_t = [], [], []
-        bounds = {k: ([], [0.0]) for k in ("det", "tde", "tde_all")}
+        bounds = {k: ([], [0.0]) for k in ("gradient", "time_delay", "time_delay_all")}
         for seed in seeds:
-            p = trr.make(f"{name}_s{seed}", img, cols, rows, tile, overlap, jitter, seed=seed, **kw)
-            ev, measured = run_tessera(args.bin, p)
-            content = [n for n in sorted(p["origins"]) if n not in p["blank"]]
-            at = {n: i for i, n in enumerate(content)}
-            infos = {k: {} for k in bounds}
-            for a in content:
-                for b in content:
-                    if a >= b:
-                        continue
-                    oa, ob = p["origins"][a], p["origins"][b]
-                    Jt = rb.pair_information_tde(gain * img, gy, gx, oa, ob, th, tw, sigma2)
-                    if Jt is None:
-                        continue
-                    dc, dr = abs(int(a[:3]) - int(b[:3])), abs(int(a[3:]) - int(b[3:]))
-                    infos["tde_all"][(at[a], at[b])] = Jt
-                    if dc + dr != 1:
-                        continue
-                    J = rb.pair_information(gy, gx, oa, ob, th, tw, sigma2)
-                    infos["det"][(at[a], at[b])] = J
-                    infos["tde"][(at[a], at[b])] = Jt
-                    if (a, b) in measured:
-                        e = np.subtract(measured[(a, b)], np.subtract(ob, oa))
-                        ratios.append(float(e @ J @ e) / 2.0)
-                        ratios_t.append(float(e @ Jt @ e) / 2.0)
+            p = trr.make_recipe(name, seed)
+            ev, why = trr.run_plate(p, threads=1, binary=args.bin)
+            if ev is None:
+                raise SystemExit(why)
+            infos, content = rb.plate_infos(p, img, gy, gx, tile, sigma2)
+            for (i, j), J in infos["gradient"].items():
+                a, b = content[i], content[j]
+                if (a, b) in ev["pairs"]:
+                    e = np.subtract(ev["pairs"][(a, b)], np.subtract(p["origins"][b], p["origins"][a]))
+                    Jt = infos["time_delay"][(i, j)]
+                    ratios.append(float(e @ J @ e) / 2.0)
+                    ratios_t.append(float(e @ Jt @ e) / 2.0)
             t_worst.append(ev["max"])
             for k, (worst, over) in bounds.items():
                 w = rb.worst_tile_draws(len(content), infos[k], rng, args.draws)

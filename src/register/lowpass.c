@@ -13,6 +13,7 @@
  * at 0.85-1.6); a fixed 0.8 cost the latter 0.92 px rms against 0.58
  * (docs/register.md, step 8). */
 #include "register/lowpass.h"
+#include "register/size_cache.h"
 
 #include <fftw3.h>
 #include <math.h>
@@ -48,117 +49,112 @@ static double butter_power(int y, int x, int h, int w, double cutoff, int order)
  * planner (143 ms without this cache). */
 #define PLAN_SLOTS 64
 
+typedef struct dct_plans {
+    fftwf_plan fwd, inv;
+} dct_plans;
+
+static void dct_plans_free(void *item) {
+    dct_plans *d = item;
+    ts_fftwf_planner_lock();
+    if (d->fwd) fftwf_destroy_plan(d->fwd);
+    if (d->inv) fftwf_destroy_plan(d->inv);
+    ts_fftwf_planner_unlock();
+    free(d);
+}
+
 struct ts_lowpass_plans {
-    struct {
-        int h, w;
-        fftwf_plan fwd, inv;
-        unsigned long used;
-    } slot[PLAN_SLOTS];
-    unsigned long clock;
+    ts_size_cache cache; /* of dct_plans */
 };
 
-ts_lowpass_plans *ts_lowpass_plans_create(void) { return calloc(1, sizeof(ts_lowpass_plans)); }
+ts_lowpass_plans *ts_lowpass_plans_create(void) {
+    ts_lowpass_plans *p = malloc(sizeof *p);
+    if (p) ts_size_cache_init(&p->cache, PLAN_SLOTS, dct_plans_free);
+    return p;
+}
 
 void ts_lowpass_plans_free(ts_lowpass_plans *p) {
     if (!p) return;
-    ts_fftwf_planner_lock();
-    for (int i = 0; i < PLAN_SLOTS; i++) {
-        if (p->slot[i].fwd) fftwf_destroy_plan(p->slot[i].fwd);
-        if (p->slot[i].inv) fftwf_destroy_plan(p->slot[i].inv);
-    }
-    ts_fftwf_planner_unlock();
+    ts_size_cache_clear(&p->cache);
     free(p);
 }
 
-/* The slot holding h x w plans (made on first use), or -1. In-place plans
- * for any alignment, executed on the caller's arrays. */
-static int plans_for(ts_lowpass_plans *p, int h, int w) {
-    int lru = 0;
-    for (int i = 0; i < PLAN_SLOTS; i++) {
-        if (p->slot[i].fwd && p->slot[i].h == h && p->slot[i].w == w) {
-            p->slot[i].used = ++p->clock;
-            return i;
-        }
-        if (p->slot[i].used < p->slot[lru].used) lru = i;
-    }
+/* The h x w plans (made on first use), or NULL. In-place plans for any
+ * alignment, executed on the caller's arrays. */
+static const dct_plans *plans_for(ts_lowpass_plans *p, int h, int w) {
+    const int key[TS_SIZE_KEYS] = {h, w, 0, 0};
+    dct_plans *d = ts_size_cache_find(&p->cache, key);
+    if (d) return d;
     float *buf = fftwf_malloc((size_t)h * (size_t)w * sizeof(float));
-    if (!buf) return -1;
+    if (!buf || !(d = calloc(1, sizeof *d))) {
+        fftwf_free(buf);
+        return NULL;
+    }
     const unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
     ts_fftwf_planner_lock();
-    if (p->slot[lru].fwd) fftwf_destroy_plan(p->slot[lru].fwd);
-    if (p->slot[lru].inv) fftwf_destroy_plan(p->slot[lru].inv);
-    p->slot[lru].fwd = fftwf_plan_r2r_2d(h, w, buf, buf, FFTW_REDFT10, FFTW_REDFT10, flags);
-    p->slot[lru].inv = fftwf_plan_r2r_2d(h, w, buf, buf, FFTW_REDFT01, FFTW_REDFT01, flags);
+    d->fwd = fftwf_plan_r2r_2d(h, w, buf, buf, FFTW_REDFT10, FFTW_REDFT10, flags);
+    d->inv = fftwf_plan_r2r_2d(h, w, buf, buf, FFTW_REDFT01, FFTW_REDFT01, flags);
     ts_fftwf_planner_unlock();
     fftwf_free(buf);
-    p->slot[lru].h = h, p->slot[lru].w = w, p->slot[lru].used = ++p->clock;
-    if (!p->slot[lru].fwd || !p->slot[lru].inv) {
-        ts_fftwf_planner_lock();
-        if (p->slot[lru].fwd) fftwf_destroy_plan(p->slot[lru].fwd);
-        if (p->slot[lru].inv) fftwf_destroy_plan(p->slot[lru].inv);
-        ts_fftwf_planner_unlock();
-        p->slot[lru].fwd = p->slot[lru].inv = NULL;
-        p->slot[lru].used = 0;
-        return -1;
+    if (!d->fwd || !d->inv) {
+        dct_plans_free(d);
+        return NULL;
     }
-    return lru;
+    ts_size_cache_put(&p->cache, key, d);
+    return d;
 }
 
 bool ts_lowpass_pair(ts_lowpass_plans *plans, float *a, float *b, int h, int w, int order, double lo, double hi,
                      double *cutoff) {
     if (h < 1 || w < 1 || !plans) return false;
-    const int slot = plans_for(plans, h, w);
-    if (slot < 0) return false;
-    fftwf_plan fwd = plans->slot[slot].fwd, inv = plans->slot[slot].inv;
-    {
-        fftwf_execute_r2r(fwd, a, a);
-        fftwf_execute_r2r(fwd, b, b);
-        /* The two views' noise is independent, so a * b is the signal's
-         * power and (a - b)^2 / 2 the noise's. Per radius bin: the sum of
-         * each coefficient's worth a b - (a - b)^2 / 8, signal less a
-         * quarter of the noise (a frequency is worth keeping while its
-         * signal is above a quarter of its noise; at half, the two-view
-         * Wiener weight P / (2P + N) at a quarter of its high-signal value,
-         * the cell plates' overlaps were cut too early, 15 of 30 plates
-         * over 0.3 px against 13). */
-        double worth[BINS] = {0};
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++) {
-                if (!y && !x) continue;
-                const double fy = (double)y / (double)h, fx = (double)x / (double)w;
-                const int k = (int)(M_PI * sqrt(fy * fy + fx * fx) / BIN_WIDTH);
-                if (k >= BINS) continue;
-                const double va = a[(size_t)y * (size_t)w + (size_t)x], vb = b[(size_t)y * (size_t)w + (size_t)x];
-                const double t = va * vb - 0.125 * (va - vb) * (va - vb);
-                worth[k] += t;
-            }
-        /* The cut-off: where the running sum over radii of r^2 worth is
-         * largest. A sum over many coefficients, steadier than where one
-         * bin first crosses; still, past the detail the sum wanders, and
-         * its maximum can lie beyond where the detail ends (1.45 rad/px
-         * for plane waves ending at 0.7 in test_lowpass, whose leakage
-         * is common power too). Taking a larger radius only where the
-         * sum gained twice its own noise cut the faint texture of
-         * test_stage_model's many draws too early (0.80 px rms, 9 over
-         * 1 px, against 0.58 and 2). */
-        double rc = lo, run = 0, best = 0;
-        for (int k = 0; k < BINS; k++) {
-            const double r = (k + 0.5) * BIN_WIDTH;
-            run += r * r * worth[k];
-            if (run > best) best = run, rc = (k + 1) * BIN_WIDTH;
+    const dct_plans *d = plans_for(plans, h, w);
+    if (!d) return false;
+    fftwf_execute_r2r(d->fwd, a, a);
+    fftwf_execute_r2r(d->fwd, b, b);
+    /* The two views' noise is independent, so a * b is the signal's
+     * power and (a - b)^2 / 2 the noise's. Per radius bin: the sum of
+     * each coefficient's worth a b - (a - b)^2 / 8, signal less a
+     * quarter of the noise (a frequency is worth keeping while its
+     * signal is above a quarter of its noise; at half, the two-view
+     * Wiener weight P / (2P + N) at a quarter of its high-signal value,
+     * the cell plates' overlaps were cut too early, 15 of 30 plates
+     * over 0.3 px against 13). */
+    double worth[BINS] = {0};
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            if (!y && !x) continue;
+            const double fy = (double)y / (double)h, fx = (double)x / (double)w;
+            const int k = (int)(M_PI * sqrt(fy * fy + fx * fx) / BIN_WIDTH);
+            if (k >= BINS) continue;
+            const double va = a[(size_t)y * (size_t)w + (size_t)x], vb = b[(size_t)y * (size_t)w + (size_t)x];
+            const double t = va * vb - 0.125 * (va - vb) * (va - vb);
+            worth[k] += t;
         }
-        if (rc < lo) rc = lo;
-        if (rc > hi) rc = hi;
-        *cutoff = rc;
-        const double norm = 1.0 / (4.0 * (double)h * (double)w);
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++) {
-                const double g = norm / (1.0 + butter_power(y, x, h, w, rc, order));
-                a[(size_t)y * (size_t)w + (size_t)x] = (float)(a[(size_t)y * (size_t)w + (size_t)x] * g);
-                b[(size_t)y * (size_t)w + (size_t)x] = (float)(b[(size_t)y * (size_t)w + (size_t)x] * g);
-            }
-        fftwf_execute_r2r(inv, a, a);
-        fftwf_execute_r2r(inv, b, b);
+    /* The cut-off: where the running sum over radii of r^2 worth is
+     * largest. A sum over many coefficients, steadier than where one
+     * bin first crosses; still, past the detail the sum wanders, and
+     * its maximum can lie beyond where the detail ends (1.45 rad/px
+     * for plane waves ending at 0.7 in test_lowpass, whose leakage
+     * is common power too). Taking a larger radius only where the
+     * sum gained twice its own noise cut the faint texture of
+     * test_stage_model's many draws too early (0.80 px rms, 9 over
+     * 1 px, against 0.58 and 2). */
+    double rc = lo, run = 0, best = 0;
+    for (int k = 0; k < BINS; k++) {
+        const double r = (k + 0.5) * BIN_WIDTH;
+        run += r * r * worth[k];
+        if (run > best) best = run, rc = (k + 1) * BIN_WIDTH;
     }
+    if (rc < lo) rc = lo;
+    if (rc > hi) rc = hi;
+    *cutoff = rc;
+    const double norm = 1.0 / (4.0 * (double)h * (double)w);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const double g = norm / (1.0 + butter_power(y, x, h, w, rc, order));
+            a[(size_t)y * (size_t)w + (size_t)x] = (float)(a[(size_t)y * (size_t)w + (size_t)x] * g);
+            b[(size_t)y * (size_t)w + (size_t)x] = (float)(b[(size_t)y * (size_t)w + (size_t)x] * g);
+        }
+    fftwf_execute_r2r(d->inv, a, a);
+    fftwf_execute_r2r(d->inv, b, b);
     return true;
 }

@@ -503,24 +503,18 @@ static bool fit(const float *coef, size_t cs, const float *b, int h, int w, doub
     return true;
 }
 
-/* img's (h x w, h, w >= 4) B-spline coefficients into the inside of pad
- * ((h + 3) x (w + 3): one row and column before, two after), the border
- * their mirror image (c[-1] = c[1], c[n] = c[n - 2], c[n + 1] = c[n - 3],
- * as the coefficients' own boundary). Returns coefficient (0, 0). */
-static float *pad_coefficients(const float *img, int h, int w, float *pad) {
+/* img's (h x w, h, w >= 4) B-spline coefficients, computed in place, then
+ * copied into the inside of pad ((h + 3) x (w + 3): one row and column
+ * before, two after), the border their mirror image (c[-1] = c[1],
+ * c[n] = c[n - 2], c[n + 1] = c[n - 3], as the coefficients' own
+ * boundary). Returns coefficient (0, 0). */
+static float *pad_coefficients(float *img, int h, int w, float *pad) {
     const size_t cs = (size_t)w + 3;
     float *c0 = pad + cs + 1;
-    /* Computed at stride w at pad's start, then moved out to stride cs,
-     * last row first and each row from its end (every destination lies
-     * after its source and past the rows still to move). */
-    ts_spline_coefficients(img, pad, h, w);
-    for (int y = h - 1; y >= 0; y--) {
-        float *dst = c0 + (size_t)y * cs;
-        const float *src = pad + (size_t)y * (size_t)w;
-        for (int x = w - 1; x >= 0; x--) dst[x] = src[x];
-    }
+    ts_spline_coefficients(img, img, h, w);
     for (int y = 0; y < h; y++) {
         float *row = c0 + (size_t)y * cs;
+        memcpy(row, img + (size_t)y * (size_t)w, (size_t)w * sizeof(float));
         row[-1] = row[1], row[w] = row[w - 2], row[w + 1] = row[w - 3];
     }
     memcpy(c0 - cs - 1, c0 + cs - 1, cs * sizeof(float));
@@ -548,7 +542,8 @@ static bool fit_overlap(const float *a, const float *b, int h, int w, int iy, in
         memcpy(cb + (size_t)y * (size_t)wc, b + (size_t)(y + ys) * (size_t)w + (size_t)xs, (size_t)wc * sizeof(float));
     }
     double cutoff;
-    if (!ts_lowpass_pair(plans, ca, cb, hc, wc, TS_REFINE_ORDER, TS_REFINE_CUT_LO, TS_REFINE_CUT_HI, &cutoff)) return false;
+    if (!ts_lowpass_pair(plans, ca, cb, hc, wc, TS_REFINE_ORDER, TS_REFINE_CUT_LO, TS_REFINE_CUT_HI, &cutoff))
+        return false;
     const double centre = ts_sum_f64(ca, (size_t)hc * (size_t)wc) / ((double)hc * (double)wc);
     const float *coef = pad_coefficients(ca, hc, wc, pad);
     for (int k = 0; k < n; k++) {

@@ -10,6 +10,7 @@
  * about their means first: the sums then stay small next to the products'
  * and the subtraction cov = sab - sa sb / n loses nothing to rounding. */
 #include "register/window_ncc.h"
+#include "register/size_cache.h"
 
 #include <fftw3.h>
 #include <pthread.h>
@@ -93,8 +94,7 @@ typedef struct fft_slot {
  * scratch did before. */
 #define SLOTS 4
 struct ts_window_scratch {
-    fft_slot *slot[SLOTS];
-    unsigned long used[SLOTS], clock;
+    ts_size_cache slots; /* of fft_slot */
 };
 
 static void slot_free(fft_slot *s) {
@@ -108,9 +108,11 @@ static void slot_free(fft_slot *s) {
     free(s);
 }
 
+static void slot_destroy(void *s) { slot_free(s); }
+
 void ts_window_scratch_free(ts_window_scratch *s) {
     if (!s) return;
-    for (int k = 0; k < SLOTS; k++) slot_free(s->slot[k]);
+    ts_size_cache_clear(&s->slots);
     free(s);
 }
 
@@ -143,19 +145,11 @@ static fft_slot *slot_new(int h, int w, int P, int Q, ts_error *err) {
 /* The scratch's slot for these strips and sizes, made (in place of the
  * least recently used) if none has them; NULL on failure (err set). */
 static fft_slot *slot_get(ts_window_scratch *S, int h, int w, int P, int Q, ts_error *err) {
-    int k = 0;
-    for (int i = 0; i < SLOTS; i++) {
-        const fft_slot *s = S->slot[i];
-        if (s && s->h == h && s->w == w && s->P == P && s->Q == Q) {
-            S->used[i] = ++S->clock;
-            return S->slot[i];
-        }
-        if (!s || (S->slot[k] && S->used[i] < S->used[k])) k = i;
-    }
-    fft_slot *s = slot_new(h, w, P, Q, err);
-    if (!s) return NULL;
-    slot_free(S->slot[k]);
-    S->slot[k] = s, S->used[k] = ++S->clock;
+    const int key[TS_SIZE_KEYS] = {h, w, P, Q};
+    fft_slot *s = ts_size_cache_find(&S->slots, key);
+    if (s) return s;
+    if (!(s = slot_new(h, w, P, Q, err))) return NULL;
+    ts_size_cache_put(&S->slots, key, s);
     return s;
 }
 
@@ -176,8 +170,11 @@ ts_status ts_window_ncc(const float *a, const float *b, int h, int w, int cy, in
     int ry = window_reach(cy, ny, h, min_side), rx = window_reach(cx, nx, w, min_side);
     const int P = fft_size(h + ry), Q = fft_size(w + rx);
     ts_window_scratch *own = NULL, **sp = scratch ? scratch : &own;
-    if (!*sp && !(*sp = calloc(1, sizeof **sp)))
-        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the window NCC of %dx%d strips", h, w);
+    if (!*sp) {
+        if (!(*sp = malloc(sizeof **sp)))
+            return ts_fail(err, TS_ERR_NOMEM, "out of memory for the window NCC of %dx%d strips", h, w);
+        ts_size_cache_init(&(*sp)->slots, SLOTS, slot_destroy);
+    }
     fft_slot *S = slot_get(*sp, h, w, P, Q, err);
     if (!S) {
         ts_window_scratch_free(own);

@@ -24,20 +24,28 @@ import numpy as np
 
 
 def plate_infos(p, img, gy, gx, tile, sigma2):
-    """{(i, j): J} over the grid-neighbour pairs of tiles with content
-    (tessera's pairs; i, j index p's content tiles in sorted order), with
-    the time-delay information, and the content tiles."""
+    """The information of every pair of a plate's tiles with content, by
+    kind: {"gradient": grid neighbours (tessera's pairs) with
+    pair_information, "time_delay": the same with pair_information_tde,
+    "time_delay_all": every overlap, diagonal neighbours too}, each a dict
+    {(i, j): J} over indices into the content tiles (sorted names), and
+    those tiles."""
     th, tw = (tile, tile) if np.isscalar(tile) else tile
     content = [n for n in sorted(p["origins"]) if n not in p["blank"]]
-    at = {n: i for i, n in enumerate(content)}
-    infos = {}
-    for a in content:
-        for b in content:
-            if a >= b or abs(int(a[:3]) - int(b[:3])) + abs(int(a[3:]) - int(b[3:])) != 1:
+    infos = {"gradient": {}, "time_delay": {}, "time_delay_all": {}}
+    for i, a in enumerate(content):
+        for j, b in enumerate(content):
+            if j <= i:
                 continue
-            J = pair_information_tde(img, gy, gx, p["origins"][a], p["origins"][b], th, tw, sigma2)
-            if J is not None:
-                infos[(at[a], at[b])] = J
+            oa, ob = p["origins"][a], p["origins"][b]
+            J = pair_information(gy, gx, oa, ob, th, tw, sigma2)
+            if J is None:
+                continue
+            Jt = pair_information_tde(img, gy, gx, oa, ob, th, tw, sigma2)
+            infos["time_delay_all"][(i, j)] = Jt
+            if abs(int(a[:3]) - int(b[:3])) + abs(int(a[3:]) - int(b[3:])) == 1:
+                infos["gradient"][(i, j)] = J
+                infos["time_delay"][(i, j)] = Jt
     return infos, content
 
 

@@ -135,54 +135,78 @@ def make(name, img, cols, rows, tile, overlap, jitter, seed, blank=0.0, gain=1.0
             "unfitted": unfitted, "untrusted": untrusted}
 
 
-def plates():
-    cell = zoom(gray("cell.png"), 1.5)
-    ihc = zoom(gray("ihc.png"))
-    hubble = gray("hubble_deep_field.jpg")
-    sem = sem_mosaic()
-    out = []
+# The recipes (bench/register_crb.py runs them at other seeds too):
+# name: (specimen, cols, rows, tile, overlap, jitter, make() keywords).
+RECIPES = {
     # Phase contrast (a cell in saline: faint texture), 160x200 tiles,
     # overlap 24, jitter +-7: true overlaps 10-38 px (down to 42%).
-    out.append(make("cell24", cell, 6, 9, (160, 200), 24, 7, seed=3, noise=1.5))
+    "cell24": ("cell", 6, 9, (160, 200), 24, 7, dict(noise=1.5)),
+    # The same specimen, overlap 16 px (jitter +-5: down to 6 px), 10% blank.
+    "cell16_blank": ("cell", 6, 9, (160, 200), 16, 5, dict(blank=0.1, noise=1.5)),
+    # Tissue (IHC), overlap 16 of 128, jitter +-5, 10% blank tiles.
+    "ihc16_blank": ("ihc", 8, 8, 128, 16, 5, dict(blank=0.1)),
+    # Sparse galaxies, overlap 10 of 200 (5%), jitter +-3 (down to 4 px).
+    "hubble5pct": ("hubble", 5, 4, 200, 10, 3, dict(noise=3.0)),
+    # SEM, camera turned and mirrored (--rot90 1 --fliplr), overlap 24 of
+    # 160, jitter +-7.
+    "sem_rot": ("sem", 5, 7, 160, 24, 7, dict(rot90=1, fliplr=True)),
+}
+
+_SPECIMENS = {}
+
+
+def specimen(name):
+    """The specimen image a recipe cuts its tiles from (loaded once)."""
+    if name not in _SPECIMENS:
+        _SPECIMENS[name] = {"cell": lambda: zoom(gray("cell.png"), 1.5), "ihc": lambda: zoom(gray("ihc.png")),
+                            "hubble": lambda: gray("hubble_deep_field.jpg"), "sem": sem_mosaic}[name]()
+    return _SPECIMENS[name]
+
+
+def make_recipe(recipe, seed, name=None, **more):
+    """A plate of a recipe at a seed (named recipe_sSEED unless told)."""
+    key, cols, rows, tile, overlap, jitter, kw = RECIPES[recipe]
+    return make(name or f"{recipe}_s{seed}", specimen(key), cols, rows, tile, overlap, jitter, seed=seed,
+                **kw, **more)
+
+
+def plates():
+    out = []
+    out.append(make_recipe("cell24", 3, "cell24"))
     # The same recipe at another seed: 0.65 px off while the stage model's
     # re-fit was held within 1 px of the window's integer maximum (a flat
     # NCC's maximum a pixel off, the refinement thrown away); 0.21 now.
-    out.append(make("cell24_s403", cell, 6, 9, (160, 200), 24, 7, seed=403, noise=1.5))
-    # The same specimen, overlap 16 px (jitter +-5: down to 6 px), 10% blank.
-    out.append(make("cell16_blank", cell, 6, 9, (160, 200), 16, 5, seed=5, blank=0.1, noise=1.5, float_px=None))
-    # Tissue (IHC), overlap 16 of 128, jitter +-5, 10% blank tiles.
-    out.append(make("ihc16_blank", ihc, 8, 8, 128, 16, 5, seed=7, blank=0.1))
+    out.append(make_recipe("cell24", 403))
+    out.append(make_recipe("cell16_blank", 5, "cell16_blank", float_px=None))
+    out.append(make_recipe("ihc16_blank", 7, "ihc16_blank"))
     # The same at another seed: a blank tile's pair (its window maximum NCC
     # 0.15 at a 5-px overlap) was accepted while the maximum was judged
     # against one draw of unrelated content (strip b mirrored), which came
     # out low (0.054); the best of three draws is not (reregister.c).
-    out.append(make("ihc16_blank_s102", ihc, 8, 8, 128, 16, 5, seed=102, blank=0.1))
-    # Sparse galaxies, overlap 10 of 200 (5%), jitter +-3 (down to 4 px).
-    out.append(make("hubble5pct", hubble, 5, 4, 200, 10, 3, seed=11, noise=3.0))
-    # The same at seed 151: the corner tile's left pair has 4 px of overlap
-    # (40% of the nominal, below the candidates' 50%), and its maximum, on
-    # a broad hump of background at 9 px, fits no sub-pixel model
-    # (unfitted); the loop check's stage model, fitted from pairs that
-    # favour the larger overlaps, condemned the right upper pair instead:
-    # the tile 5.0 px off, exit 0. Now the unfitted match weighs a tenth
-    # and the loop check condemns it (solve/loops.c, WEIGHT_GAP): 0.10 px.
-    out.append(make("hubble5pct_s151", hubble, 5, 4, 200, 10, 3, seed=151, noise=3.0, unfitted=1))
+    out.append(make_recipe("ihc16_blank", 102))
+    out.append(make_recipe("hubble5pct", 11, "hubble5pct"))
+    # Seed 151: the corner tile's left pair has 4 px of overlap (40% of the
+    # nominal, below the candidates' 50%), and its maximum, on a broad hump
+    # of background at 9 px, fits no sub-pixel model (unfitted); the loop
+    # check's stage model, fitted from pairs that favour the larger
+    # overlaps, condemned the right upper pair instead: the tile 5.0 px
+    # off, exit 0. Now the unfitted match weighs a tenth and the loop check
+    # condemns it (solve/loops.c, WEIGHT_GAP): 0.10 px.
+    out.append(make_recipe("hubble5pct", 151, unfitted=1))
     # Seed 147: both of that corner tile's pairs have 4 px overlaps, one
     # unfitted and 5 px off, the other 2.2 px off at confidence 0.05; no
     # pair places the tile, which lands 5 px off. The run must say so, and
     # name it (well_qc untrusted_tiles, first_untrusted_tile, the summary
     # line); the tile is left out of the accuracy checks, the others not.
-    out.append(make("hubble5pct_s147", hubble, 5, 4, 200, 10, 3, seed=147, noise=3.0, untrusted="004003"))
+    out.append(make_recipe("hubble5pct", 147, untrusted="004003"))
     # A row cut off: two columns of SEM tiles, overlap 24 of 160, jitter +-4,
     # row 3 slipped 10 px down: 9 and 12 px of overlap above it (both pairs
     # unmatched in the first pass: the rows below were a group of their own,
     # anchored on the grid, 4 px off), 30-38 px below (deeper than the 30-px
     # strips). Of 18 such plates (seeds 17-22; jitter 4-5, slip 10-12) 8 had
     # the row cut off before, none now.
-    out.append(make("sem_row_cut", sem, 2, 7, 160, 24, 4, seed=19, shift_row=(3, 10)))
-    # SEM, camera turned and mirrored (--rot90 1 --fliplr), overlap 24 of
-    # 160, jitter +-7.
-    out.append(make("sem_rot", sem, 5, 7, 160, 24, 7, seed=13, rot90=1, fliplr=True))
+    out.append(make("sem_row_cut", specimen("sem"), 2, 7, 160, 24, 4, seed=19, shift_row=(3, 10)))
+    out.append(make_recipe("sem_rot", 13, "sem_rot"))
     return out
 
 
@@ -205,19 +229,20 @@ def evaluate(p, out_yaml, summary):
     err = np.hypot(*(d - off).T)
     offr = np.round(off)
     errr = np.abs(rounded - truth - offr).max(axis=1)
+    pairs = {(a.split("/")[-1], b.split("/")[-1]): (dy, dx) for a, b, dy, dx, *_ in s["pairs"][well]}
     blank_pairs = [(a, b) for a, b, *_ in s["pairs"][well]
                    if a.split("/")[-1] in p["blank"] or b.split("/")[-1] in p["blank"]]
     return {"max": float(err.max()), "median": float(np.median(err)), "over1": int((errr > 1).sum()),
             "over03": int((err > 0.3).sum()), "tiles": len(content), "blank_matched": len(blank_pairs),
             "unmatched": summary.get("unmatched_pairs"), "reregistered": summary.get("reregistered_pairs", "-"),
-            "unfitted": summary.get("unfitted_pairs"), "named_untrusted": named,
+            "unfitted": summary.get("unfitted_pairs"), "named_untrusted": named, "pairs": pairs,
             "worst": content[int(err.argmax())],
             "groups": sum(w["groups"] - w["isolated_tiles"] for w in summary["well_qc"])}
 
 
-def run_plate(p, more=()):
+def run_plate(p, more=(), threads=2, binary=None):
     out = os.path.join(TMP, p["name"] + ".yaml")
-    cmd = [BIN, "estimate", p["plate"], "-o", out, "--json", "--threads", "2", "--accept-poor",
+    cmd = [binary or BIN, "estimate", p["plate"], "-o", out, "--json", "--threads", str(threads), "--accept-poor",
            *map(str, p["args"]), *more]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -226,8 +251,7 @@ def run_plate(p, more=()):
 
 
 # The phase-contrast recipes over many seeds, against the bound.
-SWEEP = (("cell24", ((6, 9, (160, 200), 24, 7), dict(noise=1.5))),
-         ("cell16_blank", ((6, 9, (160, 200), 16, 5), dict(blank=0.1, noise=1.5))))
+SWEEP = ("cell24", "cell16_blank")
 SWEEP_SEEDS = range(101, 131)
 SWEEP_RATIO = 1.3
 
@@ -238,14 +262,15 @@ def sweep():
     plates; and on every plate, no tile over 1 px and no blank tile's pair
     matched."""
     import shutil
-    cell = zoom(gray("cell.png"), 1.5)
+    cell = specimen("cell")
     gy, gx = rb.spectral_gradient(cell)
     rng = np.random.default_rng(12345)
-    for name, ((cols, rows, tile, overlap, jitter), kw) in SWEEP:
+    for name in SWEEP:
+        tile, kw = RECIPES[name][3], RECIPES[name][6]
         sigma2 = kw["noise"] ** 2 + 1.0 / 12.0
         worst, bound, over = [], [], 0
         for seed in SWEEP_SEEDS:
-            p = make(f"{name}_s{seed}", cell, cols, rows, tile, overlap, jitter, seed=seed, **kw)
+            p = make_recipe(name, seed)
             r, why = run_plate(p)
             shutil.rmtree(p["plate"], ignore_errors=True)
             if r is None:
@@ -254,7 +279,7 @@ def sweep():
             check(r["over1"] == 0, f"{name}_s{seed}: {r['over1']} tiles with content more than 1 px off (rounded)")
             check(r["blank_matched"] == 0, f"{name}_s{seed}: {r['blank_matched']} pairs with a blank tile matched")
             infos, content = rb.plate_infos(p, cell, gy, gx, tile, sigma2)
-            bound.append(rb.worst_tile_draws(len(content), infos, rng, 500).mean())
+            bound.append(rb.worst_tile_draws(len(content), infos["time_delay"], rng, 500).mean())
             worst.append(r["max"])
             over += r["max"] > 0.3
         if not worst:
