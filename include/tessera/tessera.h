@@ -341,6 +341,10 @@ typedef struct ts_estimate_well_qc {
     int64_t untrusted;           /* tiles with matched pairs, none of them trusted (confidence
                                     < 0.1 or an outlier): placed by weak evidence only */
     char first_untrusted[96];    /* the first of them ("A/1/004003"), "" when none */
+    int64_t bridged;             /* tiles the diagonal bridges joined to the well's largest
+                                    group, which trusted grid pairs left outside it (every
+                                    neighbour blank, a group cut off) */
+    char first_bridged[96];      /* the first of them, "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
     double max_residual;         /* px, largest residual of a trusted pair */
     ts_verdict verdict;
@@ -355,6 +359,8 @@ typedef struct ts_estimate_result {
     int64_t unfitted_pairs;       /* measured, but no sub-pixel fit converged at the shift: in the
                                      solve and the file at a tenth of their confidence */
     int64_t reregistered_pairs;   /* replaced by the stage model's confined search */
+    int64_t bridge_pairs;         /* diagonal pairs measured (in pairs): tiles the grid pairs
+                                     left outside their well's largest group */
     int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t rematched_pairs;      /* ... of those, unmatched in the first pass */
     int64_t stage_downweighted_pairs; /* of loop_downweighted_pairs, those the loop check's

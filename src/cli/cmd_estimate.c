@@ -158,6 +158,8 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
                               "y", overlap_json(&w->dir[1]));
         json_object_set_new(o, "untrusted_tiles", json_integer((json_int_t)w->untrusted));
         json_object_set_new(o, "first_untrusted_tile", w->untrusted ? cli_json_path(w->first_untrusted) : json_null());
+        json_object_set_new(o, "bridged_tiles", json_integer((json_int_t)w->bridged));
+        json_object_set_new(o, "first_bridged_tile", w->bridged ? cli_json_path(w->first_bridged) : json_null());
         json_array_append_new(wells, o);
     }
     json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:[i,i], s:[i,i], s:o, s:o}", "wells",
@@ -172,6 +174,7 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
     json_object_set_new(j, "verdict", json_string(ts_verdict_name(r->verdict)));
     json_object_set_new(j, "written", json_boolean(r->written));
     json_object_set_new(j, "reregistered_pairs", json_integer((json_int_t)r->reregistered_pairs));
+    json_object_set_new(j, "bridge_pairs", json_integer((json_int_t)r->bridge_pairs));
     json_object_set_new(j, "loop_downweighted_pairs", json_integer((json_int_t)r->loop_downweighted_pairs));
     json_object_set_new(j, "stage_downweighted_pairs", json_integer((json_int_t)r->stage_downweighted_pairs));
     json_object_set_new(j, "rematched_pairs", json_integer((json_int_t)r->rematched_pairs));
@@ -214,6 +217,9 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
             fprintf(stderr, "; %lld tile%s placed by untrusted pairs only (%s%s): check %s", (long long)w->untrusted,
                     w->untrusted == 1 ? "" : "s", w->first_untrusted, w->untrusted > 1 ? ", ..." : "",
                     w->untrusted == 1 ? "it" : "them");
+        if (w->bridged)
+            fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
+                    w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
         fprintf(stderr, "%s\n", w->verdict == TS_VERDICT_IMPLAUSIBLE ? " (implausible)" : "");
     }
     if (left) fprintf(stderr, "tessera %s: ... and %d more wells, all ok\n", cmd, left);

@@ -27,6 +27,7 @@
 #include "register/register.h"
 #include "register/tile_cache.h"
 #include "register/stage_model.h"
+#include "register/bridge.h"
 #include "shifts/shifts.h"
 
 void ts_estimate_options_init(ts_estimate_options *opt) {
@@ -85,6 +86,11 @@ typedef struct est_ctx {
     /* --guess: the file, and the guessed origin per tile (tile id order). */
     ts_shifts *guess;
     double (*guess_origin)[2];
+    /* The diagonal pairs tried where grid pairs leave tiles outside their
+     * well's largest group (bridge.h; the accepted ones matched; first
+     * rank only). */
+    ts_bridge *bridges;
+    int64_t nbridges;
 } est_ctx;
 
 /* ------------------------------------------------------------ tile loading */
@@ -685,7 +691,8 @@ static ts_status gather_results(est_ctx *c, ts_error *err) {
  * residuals are on the shifts' pairs, which are the matched edges in
  * canonical order. */
 static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
-    ts_qc_pair *q = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *q);
+    const int64_t nb = s ? c->nbridges : 0;
+    ts_qc_pair *q = malloc((size_t)(c->nedges + nb ? c->nedges + nb : 1) * sizeof *q);
     if (!q) return NULL;
     int *k = calloc((size_t)(c->plate->nwells ? c->plate->nwells : 1), sizeof *k);
     if (!k) {
@@ -700,6 +707,19 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
             const ts_shift_pair *sp = &s->wells[e->well].pairs[k[e->well]++];
             q[i].outlier = sp->outlier;
             q[i].residual = hypot(sp->ry, sp->rx);
+        }
+    }
+    /* The diagonal pairs the solve had (after every grid pair of their
+     * well in the file): they group and vouch for tiles, and measure no
+     * overlap of a direction. */
+    for (int64_t i = 0; i < nb; i++) {
+        const ts_bridge *b = &c->bridges[i];
+        ts_qc_pair *p = &q[c->nedges + i];
+        *p = (ts_qc_pair){b->well, b->a, b->b, TS_QC_DIAGONAL, b->res.matched, false, b->res.confidence, 0, 0};
+        if (b->res.matched) {
+            const ts_shift_pair *sp = &s->wells[b->well].pairs[k[b->well]++];
+            p->outlier = sp->outlier;
+            p->residual = hypot(sp->ry, sp->rx);
         }
     }
     free(k);
@@ -806,7 +826,7 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
     const ts_estimate_options *opt = c->opt;
     ts_qc_pair *q = qc_pairs(c, s);
     if (!q) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check");
-    ts_status st = ts_estimate_qc(q, c->nedges, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x,
+    ts_status st = ts_estimate_qc(q, c->nedges + c->nbridges, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x,
                                   opt->overlap_y, result, err);
     free(q);
     if (st != TS_OK) return st;
@@ -827,6 +847,45 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
         ts_estimate_qc_message(result, opt->overlap_x == opt->overlap_y, result->verdict_message,
                                sizeof result->verdict_message);
     return TS_OK;
+}
+
+/* The diagonal bridges (bridge.h) on this rank, from the stage model m:
+ * with the grid of the position names only (--positions pairs tiles by
+ * their overlap, diagonal ones included where they overlap enough). */
+static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error *err) {
+    if (c->opt->positions != TS_POSITIONS_NAMES) return TS_OK;
+    int (*cell)[2] = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *cell);
+    int64_t (*tiles)[2] = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *tiles);
+    bool *trusted = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *trusted);
+    ts_status st = TS_OK;
+    if (!cell || !tiles || !trusted) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the diagonal bridges");
+        goto done;
+    }
+    for (int wi = 0; wi < c->plate->nwells; wi++) {
+        const ts_well_info *w = &c->plate->wells[wi];
+        for (int p = 0; p < w->npositions; p++) /* checked by build_graph */
+            ts_position_grid(w->positions[p], c->opt->names_yx, &cell[c->tile_base[wi] + p][0],
+                             &cell[c->tile_base[wi] + p][1]);
+    }
+    for (int64_t i = 0; i < c->nedges; i++) {
+        const edge *e = &c->edges[i];
+        tiles[i][0] = c->tile_base[e->well] + e->a, tiles[i][1] = c->tile_base[e->well] + e->b;
+        /* (as the solve will weigh it: an unfitted match at a tenth) */
+        const double conf = e->res.confidence * (c->reg.refine && e->res.unfitted ? UNFITTED_CONF : 1.0);
+        const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, conf, 0, 0};
+        trusted[i] = ts_qc_trusted(&q);
+    }
+    const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
+                               c->ntiles, (const int(*)[2])cell, (const double(*)[2])c->guess_origin,
+                               (const int64_t(*)[2])tiles, trusted, c->nedges, c->kept ? c->cache : NULL,
+                               c->opt->cache_bytes, load_tile, release_tile, c};
+    int64_t reads = 0;
+    st = ts_bridge_tiles(&bp, &c->bridges, &c->nbridges, &reads, err);
+    c->stage_tile_reads += reads;
+done:
+    free(cell), free(tiles), free(trusted);
+    return st;
 }
 
 /* The stage model (stage_model.h): the weak, unmatched and outlying pairs
@@ -858,6 +917,10 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     /* (with p NULL it fails after the ranks' collectives) */
     ts_status st = ts_stage_reregister(&ps, p, c->nedges, &sum, err);
     for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) c->edges[i].res = p[i].res;
+    /* Tiles the grid pairs leave outside their well's largest group: their
+     * diagonal neighbours, where the corners match, on the first rank (which
+     * solves), from the tiles it kept where it has them. */
+    if (st == TS_OK && ts_dist_rank(c->opt->dist) == 0) st = diagonal_bridges(c, &sum.model, err);
     if (c->kept) { /* the tiles kept for the pass: dropped now */
         for (int64_t t = 0; t < c->ntiles; t++)
             if (c->kept[t]) ts_tile_cache_add_uses(c->cache, t, -1);
@@ -905,6 +968,19 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
         if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0)
             return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
     }
+    /* The diagonal bridges the stage pass measured (bridge.h), after every
+     * grid pair of their well in the file. */
+    for (int64_t i = 0; i < c->nbridges; i++) {
+        ts_bridge *b = &c->bridges[i];
+        if (!b->res.matched) continue;
+        if (c->reg.refine && b->res.unfitted) {
+            b->res.confidence *= UNFITTED_CONF;
+            result->unfitted_pairs++;
+        }
+        result->bridge_pairs++;
+        if (ts_shifts_add_pair(s, b->well, b->a, b->b, b->res.dy, b->res.dx, b->res.confidence) < 0)
+            return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
+    }
     /* The solve: nominal pitch (tile size minus overlap), or the guess, as
      * targets and the fallback for tiles no pair reaches. */
     ts_solve_summary sum;
@@ -918,7 +994,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     result->max_components = sum.max_components;
     result->wells = c->plate->nwells;
     result->tiles = c->ntiles;
-    result->pairs = c->nedges - result->unmatched_pairs;
+    result->pairs = c->nedges - result->unmatched_pairs + result->bridge_pairs;
     for (int64_t i = 0; i < c->nedges; i++)
         if (c->edges[i].res.matched && c->edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
     result->strip_shape[0][0] = c->geom[0].sh, result->strip_shape[0][1] = c->geom[0].sw;
@@ -1008,6 +1084,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_pages_unmap(c.arena, c.arena_bytes);
     free(c.arena_free);
     free(c.edges);
+    free(c.bridges);
     free(c.kept);
     free(c.tile_base);
     free(c.guess_origin);

@@ -54,12 +54,15 @@ ts_status ts_pairs_from_positions(const double (*o)[2], int n, int h, int w, dou
 /* One neighbour pair as the quality check sees it. */
 typedef struct ts_qc_pair {
     int well, a, b;     /* well index, tile indices within it */
-    int dir;            /* 0: x (right neighbour), 1: y (lower neighbour) */
+    int dir;            /* 0: x (right neighbour), 1: y (lower neighbour),
+                           TS_QC_DIAGONAL: a diagonal bridge (bridge.h) */
     bool matched, outlier;
     double confidence;
     double offset;      /* measured origin b - a along the pair's axis, px */
     double residual;    /* 2-D residual after the solve, px (0 if unmatched) */
 } ts_qc_pair;
+
+#define TS_QC_DIAGONAL 2
 
 bool ts_qc_trusted(const ts_qc_pair *p);
 bool ts_qc_overlap_wrong(const ts_overlap_qc *q);

@@ -97,6 +97,23 @@ static int uf_find(int *parent, int i) {
     return i;
 }
 
+static void uf_join(int *parent, int a, int b) {
+    int ra = uf_find(parent, a), rb = uf_find(parent, b);
+    if (ra != rb) parent[ra > rb ? ra : rb] = ra > rb ? rb : ra;
+}
+
+/* The root of the largest group of tiles [lo, hi) (the first on a tie);
+ * size: scratch of the plate's tile count, zeroed, left zeroed. */
+static int largest_group(int *parent, int64_t lo, int64_t hi, int *size) {
+    int best = -1;
+    for (int64_t t = lo; t < hi; t++) {
+        int r = uf_find(parent, (int)t);
+        if (++size[r] > (best < 0 ? 0 : size[best]) || best < 0) best = r;
+    }
+    for (int64_t t = lo; t < hi; t++) size[uf_find(parent, (int)t)] = 0;
+    return best;
+}
+
 /* The tolerance of a nominal overlap given a measurement's spread. */
 static double tolerance(const ts_overlap_qc *q) {
     return fmax(3.0 * q->spread, fmax(QC_MIN_PX, QC_REL * q->nominal));
@@ -134,36 +151,53 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
     int *parent = malloc((size_t)(ntiles ? ntiles : 1) * sizeof *parent);
     bool *paired = calloc((size_t)(ntiles ? ntiles : 1), sizeof *paired);
     bool *vouched = calloc((size_t)(ntiles ? ntiles : 1), sizeof *vouched); /* a trusted pair */
+    /* Groups over trusted pairs, with the diagonal bridges and without
+     * them (which tiles the bridges place), and a scratch count. */
+    int *tparent = malloc((size_t)(ntiles ? ntiles : 1) * sizeof *tparent);
+    int *gparent = malloc((size_t)(ntiles ? ntiles : 1) * sizeof *gparent);
+    int *size = calloc((size_t)(ntiles ? ntiles : 1), sizeof *size);
     r->well_qc = calloc((size_t)(nw ? nw : 1), sizeof *r->well_qc);
-    if (!v || !c || !scratch || !parent || !paired || !vouched || !r->well_qc) {
+    if (!v || !c || !scratch || !parent || !paired || !vouched || !tparent || !gparent || !size || !r->well_qc) {
         free(v), free(c), free(scratch), free(parent), free(paired), free(vouched);
+        free(tparent), free(gparent), free(size);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check of %lld pairs", (long long)n);
     }
     r->nwell_qc = nw;
     const int extent[2] = {w, h}, nominal[2] = {nominal_x, nominal_y};
     for (int d = 0; d < 2; d++) direction_qc(p, n, -1, d, extent[d], nominal[d], v, c, scratch, &r->overlap[d]);
     /* Groups over matched pairs: what the solve connects. */
-    for (int64_t i = 0; i < ntiles; i++) parent[i] = (int)i;
+    for (int64_t i = 0; i < ntiles; i++) parent[i] = tparent[i] = gparent[i] = (int)i;
     for (int64_t i = 0; i < n; i++) {
         if (!p[i].matched) continue;
         int a = (int)(tile_base[p[i].well] + p[i].a), b = (int)(tile_base[p[i].well] + p[i].b);
         paired[a] = paired[b] = true;
-        if (ts_qc_trusted(&p[i])) vouched[a] = vouched[b] = true;
-        int ra = uf_find(parent, a), rb = uf_find(parent, b);
-        if (ra != rb) parent[ra > rb ? ra : rb] = ra > rb ? rb : ra;
+        if (ts_qc_trusted(&p[i])) {
+            vouched[a] = vouched[b] = true;
+            uf_join(tparent, a, b);
+            if (p[i].dir != TS_QC_DIAGONAL) uf_join(gparent, a, b);
+        }
+        uf_join(parent, a, b);
     }
     r->verdict = TS_VERDICT_OK;
     for (int wi = 0; wi < nw; wi++) {
         ts_estimate_well_qc *wq = &r->well_qc[wi];
         snprintf(wq->well, sizeof wq->well, "%s", plate->wells[wi].path);
         for (int d = 0; d < 2; d++) direction_qc(p, n, wi, d, extent[d], nominal[d], v, c, scratch, &wq->dir[d]);
-        for (int64_t t = tile_base[wi]; t < tile_base[wi] + plate->wells[wi].npositions; t++) {
+        const int64_t lo = tile_base[wi], hi = lo + plate->wells[wi].npositions;
+        const int tmain = largest_group(tparent, lo, hi, size), gmain = largest_group(gparent, lo, hi, size);
+        for (int64_t t = lo; t < hi; t++) {
             wq->isolated += !paired[t];
             /* Placed by weak evidence only: said, and named, not hidden in
              * a count of pairs (a corner tile whose two pairs were both
              * wrong, 5 px off, on a plate whose verdict is ok). */
             if (paired[t] && !vouched[t] && wq->untrusted++ == 0)
                 snprintf(wq->first_untrusted, sizeof wq->first_untrusted, "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[t - tile_base[wi]]);
+            /* Joined to the well's largest group by diagonal bridges, which
+             * the grid pairs left outside it: said and named too (a corner
+             * is a smaller overlap than any grid pair's). */
+            if (uf_find(tparent, (int)t) == tmain && uf_find(gparent, (int)t) != gmain && wq->bridged++ == 0)
+                snprintf(wq->first_bridged, sizeof wq->first_bridged, "%s/%s", plate->wells[wi].path,
                          plate->wells[wi].positions[t - tile_base[wi]]);
             wq->groups += uf_find(parent, (int)t) == (int)t;
         }
@@ -176,6 +210,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
     if (r->verdict == TS_VERDICT_OK && (ts_qc_overlap_wrong(&r->overlap[0]) || ts_qc_overlap_wrong(&r->overlap[1])))
         r->verdict = TS_VERDICT_OVERLAP_WRONG;
     free(v), free(c), free(scratch), free(parent), free(paired), free(vouched);
+    free(tparent), free(gparent), free(size);
     return TS_OK;
 }
 

@@ -16,7 +16,8 @@
 /* Pixel operations one search may spend at full resolution (window shifts
  * x strip area): beyond, the window is searched on block means first. */
 #define SEARCH_BUDGET 2e7
-/* The shortest overlap (px) along either axis a shift may leave. */
+/* The shortest overlap (px) along either axis a shift may leave
+ * (ts_reregister_pair's min_side is at least this). */
 #define MIN_SIDE 4
 
 /* Acceptance of a window maximum (docs/register.md, "Stage model", has the
@@ -44,8 +45,12 @@
  * maximum better in NCC, in the same strips, and more than a pixel away. */
 #define REPLACE_MARGIN 0.0
 
-/* The NCC from which a window maximum is a match without the null draws. */
-static double sure_ncc(double min_ncc) { return min_ncc > SURE_NCC ? min_ncc : SURE_NCC; }
+/* The NCC from which a window maximum is a match without the null draws:
+ * the window's own level, else SURE_NCC or min_ncc if higher. */
+static double sure_ncc(double sure, double min_ncc) {
+    if (sure > 0) return sure;
+    return min_ncc > SURE_NCC ? min_ncc : SURE_NCC;
+}
 /* The confidence a window result is given: its NCC scaled by this (the
  * window, not the images, ruled out the rivals beyond it; the NCC surface
  * of smooth content is too flat inside it for a rival-based measure), and
@@ -54,11 +59,11 @@ static double sure_ncc(double min_ncc) { return min_ncc > SURE_NCC ? min_ncc : S
 
 /* NCC of b[y][x] against a[y + sy][x + sx] over their overlap: the first
  * pass's (ts_overlap_ncc, vectorised), -2 when the overlap is thinner than
- * MIN_SIDE. */
-static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx) {
+ * min_side. */
+static double ncc_at(const float *a, const float *b, int h, int w, int sy, int sx, int min_side) {
     int y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? h - sy : h;
     int x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? w - sx : w;
-    if (y1 - y0 < MIN_SIDE || x1 - x0 < MIN_SIDE) return -2;
+    if (y1 - y0 < min_side || x1 - x0 < min_side) return -2;
     return ts_overlap_ncc(a, b, h, w, sy, sx);
 }
 
@@ -104,27 +109,29 @@ void ts_rereg_scratch_free(ts_rereg_scratch *s) {
     s->win = NULL, s->work = NULL, s->cap = 0;
 }
 
-static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w, int ry,
-                        int rx, bool have_first, double first_dy, double first_dx, ts_rereg_result *out,
-                        ts_rereg_scratch *sc, ts_error *err);
+static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w,
+                        const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
+                        ts_rereg_result *out, ts_rereg_scratch *sc, ts_error *err);
 
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
-                             int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
+                             int w, const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
                              ts_rereg_result *out, ts_rereg_scratch *scratch, ts_error *err) {
-    if (scratch) return search(r, g, a, b, w, ry, rx, have_first, first_dy, first_dx, out, scratch, err);
+    if (scratch) return search(r, g, a, b, w, win, have_first, first_dy, first_dx, out, scratch, err);
     ts_rereg_scratch own = {0};
-    ts_status st = search(r, g, a, b, w, ry, rx, have_first, first_dy, first_dx, out, &own, err);
+    ts_status st = search(r, g, a, b, w, win, have_first, first_dy, first_dx, out, &own, err);
     ts_rereg_scratch_free(&own);
     return st;
 }
 
-static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w, int ry,
-                        int rx, bool have_first, double first_dy, double first_dx, ts_rereg_result *out,
-                        ts_rereg_scratch *sc, ts_error *err) {
+static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w,
+                        const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
+                        ts_rereg_result *out, ts_rereg_scratch *sc, ts_error *err) {
     memset(out, 0, sizeof *out);
     out->second = -1;
     out->ncc_first = -2;
     out->null_max = -2;
+    out->sure = win->sure;
+    const int ry = win->ry, rx = win->rx, min_side = win->min_side > MIN_SIDE ? win->min_side : MIN_SIDE;
     const int sh = g->sh, sw = g->sw;
     if (ts_registrar_height(r) != sh || ts_registrar_width(r) != sw)
         return ts_fail(err, TS_ERR_INTERNAL, "registrar is %dx%d but the strips are %dx%d", ts_registrar_height(r),
@@ -141,7 +148,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     while (f < 8 && (double)(2 * ry / f + 1) * (double)(2 * rx / f + 1) * (double)(sh / f) * (double)(sw / f) >
                         SEARCH_BUDGET)
         f *= 2;
-    while (f > 1 && (sh / f < 2 * MIN_SIDE || sw / f < 2 * MIN_SIDE)) f /= 2;
+    while (f > 1 && (sh / f < 2 * min_side || sw / f < 2 * min_side)) f /= 2;
     const int lh = sh / f, lw = sw / f;
     window_grid gr = {2 * (ry / f) + 1, 2 * (rx / f) + 1, (int)lround(g->prior_dy / f), (int)lround(g->prior_dx / f),
                       NULL, -1, -1};
@@ -163,9 +170,9 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
         block_means(hb, sw, f, lb, lh, lw);
     }
     const float *ea = f > 1 ? la : ha, *eb = f > 1 ? lb : hb;
-    /* The thinnest overlap at this level: MIN_SIDE full-resolution px (at
+    /* The thinnest overlap at this level: min_side full-resolution px (at
      * f = 2 a 4-px side was 8 px, and true 8-px overlaps fell on the edge). */
-    const int lside = (MIN_SIDE + f - 1) / f < 2 ? 2 : (MIN_SIDE + f - 1) / f;
+    const int lside = (min_side + f - 1) / f < 2 ? 2 : (min_side + f - 1) / f;
     if ((st = scan_grid(&gr, ea, eb, lh, lw, lside, &sc->win, err)) != TS_OK) return st;
     if (gr.bi < 0) return TS_OK; /* the window leaves no overlap */
 #define CELL(i, j) gr.v[(size_t)(i) * (size_t)gr.nx + (size_t)(j)]
@@ -212,7 +219,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
             for (int dx = -(f - 1); dx <= f - 1; dx++) {
                 int sy = sy0 + dy, sx = sx0 + dx;
                 if (abs(sy - cy) > ry || abs(sx - cx) > rx) continue;
-                double v = f > 1 || dy || dx ? ncc_at(ha, hb, sh, sw, sy, sx) : topv[0];
+                double v = f > 1 || dy || dx ? ncc_at(ha, hb, sh, sw, sy, sx, min_side) : topv[0];
                 if (v > best) best = v, by = sy, bx = sx;
             }
     }
@@ -226,7 +233,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     bool same_shift = false;
     if (have_first && best > -2) {
         int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
-        out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx);
+        out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx, min_side);
         same_shift = by == fy && bx == fx;
     }
     /* A maximum at the first result's own shift is no better result: its
@@ -237,7 +244,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
         have_first && out->ncc_first > -2 && (same_shift || !(best > out->ncc_first + REPLACE_MARGIN));
     /* (Not on the window's edge either: acceptance refuses it whatever the
      * draws say; at f > 1 the edge is known only after them, below.) */
-    if (best > -2 && best < sure_ncc(ts_registrar_min_ncc(r)) && best >= ACCEPT_FLOOR && !first_stays &&
+    if (best > -2 && best < sure_ncc(out->sure, ts_registrar_min_ncc(r)) && best >= ACCEPT_FLOOR && !first_stays &&
         !border) {
         /* Tall strips: a right pair's, the shared edge runs down the
          * columns (along y); else a lower pair's, along x. */
@@ -297,7 +304,7 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
 
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
     if (!x->searched || x->border || !isfinite(x->dy) || !isfinite(x->dx)) return false;
-    if (x->ncc >= sure_ncc(min_ncc)) return true;
+    if (x->ncc >= sure_ncc(x->sure, min_ncc)) return true;
     /* Under the sure level only against the null draws: where search left
      * them out (null_max -2: under the floor, or a first result that stays)
      * the maximum is not shown to be a match, and ACCEPT_NULL times -2

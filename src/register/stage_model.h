@@ -92,6 +92,7 @@ typedef struct ts_rereg_result {
     double second;       /* best other local maximum of the samples (-1: none) */
     bool border;         /* the maximum is on the window's edge: a slope, not a peak */
     double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
+    double sure;         /* the window's sure level (ts_rereg_window), 0: the strips' */
     double null_max;     /* under the sure level (reregister.c: 0.5, or min_ncc if higher)
                             and at or above the floor: the best NCC of the window's samples
                             over the null draws (strip b mirrored along the shared edge,
@@ -110,13 +111,23 @@ typedef struct ts_rereg_scratch {
 } ts_rereg_scratch;
 void ts_rereg_scratch_free(ts_rereg_scratch *s); /* frees what it holds, leaves it zeroed */
 
-/* Searches the window of half-widths (ry, rx) around the prior of
- * geometry g (ts_strip_geometry_at for the prediction) for tiles a, b
- * (h x w, row-major); first_dy/dx: the first pass's offset, scored in the
- * same strips for the choice. r: a registrar of g's strip shape. scratch:
- * the worker's (NULL: made and freed per call). */
+/* The window a search covers and how its maximum is judged. */
+typedef struct ts_rereg_window {
+    int ry, rx;     /* half-widths around the prior, px */
+    int min_side;   /* the thinnest overlap a shift may leave, px (at least 4) */
+    double sure;    /* the NCC from which a maximum is a match without the null draws;
+                       0: the strips' level (reregister.c: 0.5, or min_ncc if higher),
+                       for overlaps along a whole tile side; a corner's few hundred px
+                       need more (bridge.c) */
+} ts_rereg_window;
+
+/* Searches the window around the prior of geometry g
+ * (ts_strip_geometry_at for the prediction) for tiles a, b (h x w,
+ * row-major); first_dy/dx: the first pass's offset, scored in the same
+ * strips for the choice. r: a registrar of g's strip shape. scratch: the
+ * worker's (NULL: made and freed per call). */
 ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
-                             int w, int ry, int rx, bool have_first, double first_dy, double first_dx,
+                             int w, const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
                              ts_rereg_result *out, ts_rereg_scratch *scratch, ts_error *err);
 
 /* Whether the window's maximum is a match (a clear peak above the window's

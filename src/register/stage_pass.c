@@ -50,7 +50,8 @@ static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     if ((st = ts_tile_cache_get(x->cache, q->ta, &ta, err)) != TS_OK) return st;
     if ((st = ts_tile_cache_get(x->cache, q->tb, &tb, err)) == TS_OK) {
         const ts_stage_dir *md = &x->m->dir[q->dir];
-        st = ts_reregister_pair(*slot, g, ta, tb, x->ps->w, md->radius[0], md->radius[1], q->res.matched, q->res.dy,
+        const ts_rereg_window win = {md->radius[0], md->radius[1], 4, 0};
+        st = ts_reregister_pair(*slot, g, ta, tb, x->ps->w, &win, q->res.matched, q->res.dy,
                                 q->res.dx, &rr, &x->scratch[worker * 2 + q->dir], err);
         ts_tile_cache_release(x->cache, q->tb);
     }

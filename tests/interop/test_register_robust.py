@@ -95,7 +95,7 @@ def camera(img, rng, gain, offset, noise):
 
 
 def make(name, img, cols, rows, tile, overlap, jitter, seed, blank=0.0, gain=1.0, noise=2.0,
-         rot90=0, fliplr=False, float_px=0.3, shift_row=None, unfitted=None, untrusted=None):
+         rot90=0, fliplr=False, float_px=0.3, shift_row=None, unfitted=None, untrusted=None, bridged=None):
     """One plate: tiles cut at known origins, each through the camera; a
     fraction `blank` of them replaced by noise only; the stored tiles are
     the camera's (rot90/fliplr undone by estimate's flags). shift_row=(row,
@@ -132,7 +132,7 @@ def make(name, img, cols, rows, tile, overlap, jitter, seed, blank=0.0, gain=1.0
     if fliplr:
         args += ["--fliplr"]
     return {"name": name, "plate": plate, "origins": origins, "blank": blanks, "args": args, "float_px": float_px,
-            "unfitted": unfitted, "untrusted": untrusted}
+            "unfitted": unfitted, "untrusted": untrusted, "bridged": bridged}
 
 
 # The recipes (bench/register_crb.py runs them at other seeds too):
@@ -184,6 +184,13 @@ def plates():
     # against one draw of unrelated content (strip b mirrored), which came
     # out low (0.054); the best of three draws is not (reregister.c).
     out.append(make_recipe("ihc16_blank", 102))
+    # Seed 105: every grid neighbour of tile 003007 (bottom row) is blank;
+    # no grid pair places it, and it landed on its stage position, 5.3 px
+    # off. Its diagonal neighbours' corners do (src/register/bridge.c), and
+    # the run names it. Seed 117: four tiles cut off by blank ones were a
+    # group of their own, anchored on the grid, 3.4 px off; bridged, named.
+    out.append(make_recipe("ihc16_blank", 105, bridged=(1, "003007")))
+    out.append(make_recipe("ihc16_blank", 117, bridged=(4, "005007")))
     out.append(make_recipe("hubble5pct", 11, "hubble5pct"))
     # Seed 151: the corner tile's left pair has 4 px of overlap (40% of the
     # nominal, below the candidates' 50%), and its maximum, on a broad hump
@@ -220,6 +227,7 @@ def evaluate(p, out_yaml, summary):
     pos, tt = s["positions"], s["total_translation"]
     wq = summary["well_qc"][0]
     named = (wq.get("first_untrusted_tile") or "").split("/")[-1] if wq.get("untrusted_tiles") == 1 else None
+    bridged = (wq.get("bridged_tiles"), (wq.get("first_bridged_tile") or "").split("/")[-1] or None)
     content = [n for n in sorted(p["origins"]) if n not in p["blank"] and not (p.get("untrusted") and n == named)]
     truth = np.array([p["origins"][n] for n in content], dtype=np.float64)
     got = np.array([pos[f"{well}/{n}"] for n in content])
@@ -235,7 +243,7 @@ def evaluate(p, out_yaml, summary):
     return {"max": float(err.max()), "median": float(np.median(err)), "over1": int((errr > 1).sum()),
             "over03": int((err > 0.3).sum()), "tiles": len(content), "blank_matched": len(blank_pairs),
             "unmatched": summary.get("unmatched_pairs"), "reregistered": summary.get("reregistered_pairs", "-"),
-            "unfitted": summary.get("unfitted_pairs"), "named_untrusted": named, "pairs": pairs,
+            "unfitted": summary.get("unfitted_pairs"), "named_untrusted": named, "pairs": pairs, "bridged": bridged,
             "worst": content[int(err.argmax())],
             "groups": sum(w["groups"] - w["isolated_tiles"] for w in summary["well_qc"])}
 
@@ -321,6 +329,11 @@ def main():
               f"{p['name']}: --json unfitted_pairs {r['unfitted']}, want {p['unfitted']}")
         check(p["untrusted"] is None or r["named_untrusted"] == p["untrusted"],
               f"{p['name']}: the tile placed by untrusted pairs only named {r['named_untrusted']}, want {p['untrusted']}")
+        # Tiles placed through diagonal neighbours are said and named;
+        # none elsewhere (no plate but these two has a tile the grid pairs
+        # leave outside the largest group).
+        want = tuple(p["bridged"]) if p["bridged"] else (0, None)
+        check(r["bridged"] == want, f"{p['name']}: --json bridged_tiles, first_bridged_tile {r['bridged']}, want {want}")
     if not table:
         sweep()
         finish()
