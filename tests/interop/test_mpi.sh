@@ -177,6 +177,21 @@ for n in 2 3; do
     same_file "$TMP/stage1.yaml" "$TMP/stage$n.yaml" "estimate, stage pass on the ranks: -n $n shifts file = one process's"
 done
 
+# Diagonal bridges (register/bridge.c) are measured by the first rank
+# alone, from the tiles it kept and others it reads: a quarter of the tiles
+# blank leaves tiles outside the largest group, two bridged here.
+"$BIN" simulate -o "$TMP/bridge" --grid 7x7 --tile 128x128 --overlap 24 --jitter 6 --blank 0.25 --seed 6 \
+    --format 0.4 >/dev/null || fail "simulate bridge"
+"$BIN" estimate "$TMP/bridge" -o "$TMP/bridge1.yaml" --overlap 24 --threads 1 --accept-poor --json \
+    >"$TMP/bridge1.json" || fail "estimate bridge (1 process)"
+grep -q '"bridge_pairs":[1-9]' "$TMP/bridge1.json" && pass "estimate bridge: diagonal pairs measured" ||
+    fail "estimate bridge: no diagonal pair measured ($(cat "$TMP/bridge1.json"))"
+for n in 2 3; do
+    mpi "$n" estimate "$TMP/bridge" -o "$TMP/bridge$n.yaml" --overlap 24 --threads 1 --accept-poor ||
+        fail "estimate bridge under mpirun -n $n exited non-zero"
+    same_file "$TMP/bridge1.yaml" "$TMP/bridge$n.yaml" "estimate, diagonal bridges: -n $n shifts file = one process's"
+done
+
 check_failure "estimate, corrupt tile" "003002" "$TMP/bad_est" -- estimate "$TMP/bad" --overlap 16
 check_failure "fuse, corrupt tile" "003002" "$TMP/bad_fuse" -- fuse "$TMP/bad" "$d/s1.yaml" "${FUSE_ARGS[@]}"
 # Replacing an existing store's images under MPI: every rank writes into the

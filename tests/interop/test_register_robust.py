@@ -22,6 +22,11 @@ Checks, against the cut positions only:
   bound's on the same plates (1.26 and 1.18 now, 1.36 and 1.29 with the
   Gaussian-smoothed refinement before; docs/register.md, step 8);
 - every pair touching a blank tile unmatched (left out of the file);
+- a tile whose grid neighbours are all blank (ihc16_blank seed 105), and
+  four tiles cut off by blank ones (seed 117), placed by their diagonal
+  neighbours (register/bridge.c) and named (--json bridged_tiles,
+  first_bridged_tile), and `tessera solve` on the file placing them as
+  estimate did; no other plate names a bridged tile;
 - the tiles with pairs form one group (no row cut off);
 - a blank tile has no pair, so lands on the grid (no check of where).
 
@@ -334,6 +339,13 @@ def main():
         # leave outside the largest group).
         want = tuple(p["bridged"]) if p["bridged"] else (0, None)
         check(r["bridged"] == want, f"{p['name']}: --json bridged_tiles, first_bridged_tile {r['bridged']}, want {want}")
+        if p["bridged"]:  # the diagonal pairs are in the file: `tessera solve` places the tiles as estimate did
+            out = os.path.join(TMP, p["name"] + ".yaml")
+            re_out = os.path.join(TMP, p["name"] + ".resolved.yaml")
+            rs = subprocess.run([BIN, "solve", out, "-o", re_out], capture_output=True, text=True)
+            with open(out) as f1, open(re_out) as f2:
+                same = rs.returncode == 0 and yaml.safe_load(f1)["positions"] == yaml.safe_load(f2)["positions"]
+            check(same, f"{p['name']}: tessera solve on the shifts file does not give estimate's positions")
     if not table:
         sweep()
         finish()
