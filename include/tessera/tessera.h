@@ -345,6 +345,10 @@ typedef struct ts_estimate_well_qc {
                                     group, which trusted grid pairs left outside it (every
                                     neighbour blank, a group cut off) */
     char first_bridged[96];      /* the first of them, "" when none */
+    int64_t cut_off;             /* tiles in groups of two or more that no pair joins to the
+                                    well's largest group: placed as a group on the grid (or
+                                    the guess), as far off as the stage put them */
+    char first_cut_off[96];      /* the first of them, "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
     double max_residual;         /* px, largest residual of a trusted pair */
     ts_verdict verdict;

@@ -160,6 +160,8 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
         json_object_set_new(o, "first_untrusted_tile", w->untrusted ? cli_json_path(w->first_untrusted) : json_null());
         json_object_set_new(o, "bridged_tiles", json_integer((json_int_t)w->bridged));
         json_object_set_new(o, "first_bridged_tile", w->bridged ? cli_json_path(w->first_bridged) : json_null());
+        json_object_set_new(o, "cut_off_tiles", json_integer((json_int_t)w->cut_off));
+        json_object_set_new(o, "first_cut_off_tile", w->cut_off ? cli_json_path(w->first_cut_off) : json_null());
         json_array_append_new(wells, o);
     }
     json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:[i,i], s:[i,i], s:o, s:o}", "wells",
@@ -220,6 +222,9 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
         if (w->bridged)
             fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
                     w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
+        if (w->cut_off)
+            fprintf(stderr, "; %lld tiles in groups no pair joins to the rest, placed on their stage positions (%s, ...): check them",
+                    (long long)w->cut_off, w->first_cut_off);
         fprintf(stderr, "%s\n", w->verdict == TS_VERDICT_IMPLAUSIBLE ? " (implausible)" : "");
     }
     if (left) fprintf(stderr, "tessera %s: ... and %d more wells, all ok\n", cmd, left);

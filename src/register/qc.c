@@ -185,6 +185,10 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         for (int d = 0; d < 2; d++) direction_qc(p, n, wi, d, extent[d], nominal[d], v, c, scratch, &wq->dir[d]);
         const int64_t lo = tile_base[wi], hi = lo + plate->wells[wi].npositions;
         const int tmain = largest_group(tparent, lo, hi, size), gmain = largest_group(gparent, lo, hi, size);
+        /* Groups over matched pairs (what the solve connects): the largest,
+         * and the size of each (size is zero again after the well). */
+        const int main_group = largest_group(parent, lo, hi, size);
+        for (int64_t t = lo; t < hi; t++) size[uf_find(parent, (int)t)]++;
         for (int64_t t = lo; t < hi; t++) {
             wq->isolated += !paired[t];
             /* Placed by weak evidence only: said, and named, not hidden in
@@ -199,8 +203,17 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
             if (uf_find(tparent, (int)t) == tmain && uf_find(gparent, (int)t) != gmain && wq->bridged++ == 0)
                 snprintf(wq->first_bridged, sizeof wq->first_bridged, "%s/%s", plate->wells[wi].path,
                          plate->wells[wi].positions[t - tile_base[wi]]);
-            wq->groups += uf_find(parent, (int)t) == (int)t;
+            /* A group of its own, placed on the grid: its tiles matched each
+             * other, so it has content, but nothing places it against the
+             * rest (a row cut off by blank tiles was 3.4-7 px off). Said
+             * and named, not only counted in groups. */
+            const int root = uf_find(parent, (int)t);
+            if (root != main_group && size[root] >= 2 && wq->cut_off++ == 0)
+                snprintf(wq->first_cut_off, sizeof wq->first_cut_off, "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[t - tile_base[wi]]);
+            wq->groups += root == (int)t;
         }
+        for (int64_t t = lo; t < hi; t++) size[uf_find(parent, (int)t)] = 0;
         for (int64_t i = 0; i < n; i++)
             if (p[i].well == wi && ts_qc_trusted(&p[i]) && p[i].residual > wq->max_residual)
                 wq->max_residual = p[i].residual;

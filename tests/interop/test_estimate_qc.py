@@ -185,7 +185,47 @@ def main():
             check(np.abs(d).max() < 1.0, f"{label}: positions off by up to {np.abs(d).max():.2f} px")
         q = run("estimate", plate, "-o", out, "--overlap", overlap, "--quiet")
         check(q.returncode == 0 and not messages(q), f"{label}: --quiet printed {messages(q)}")
+        check(w[0]["cut_off_tiles"] == 0 and w[0]["first_cut_off_tile"] is None, f"{label}: cut off {w[0]}")
+    cut_off_group()
     finish(failures)
+
+
+def cut_off_group():
+    """A quarter of the tiles blank (simulate seed 1): two tiles with
+    content match each other and nothing else, a group of their own placed
+    on the grid (1.1 px off the rest here, as far as the stage put them).
+    The run says so and names one; the named tile's group, rebuilt from the
+    file's pairs, is not the largest."""
+    label = "cut-off group"
+    plate = os.path.join(TMP, "cutoff.zarr")
+    r = run("simulate", "-o", plate, "--grid", "7x7", "--tile", "128x128", "--overlap", 24, "--jitter", 6,
+            "--blank", 0.25, "--seed", 1, "--format", "0.4", "-q")
+    check(r.returncode == 0, f"{label}: simulate: {r.stderr}")
+    out = os.path.join(TMP, "cutoff.yaml")
+    p = run("estimate", plate, "-o", out, "--overlap", 24, "--accept-poor", "--json")
+    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
+    if p.returncode:
+        return
+    w = json.loads(p.stdout)["well_qc"][0]
+    named = w["first_cut_off_tile"]
+    check(w["cut_off_tiles"] == 2 and named is not None, f"{label}: well_qc {w}")
+    check(named is not None and f"placed on their stage positions ({named}, ...)" in p.stderr,
+          f"{label}: the summary does not name {named}: {p.stderr}")
+    s = rp.read_shifts(out)
+    parent = {t: t for t in s["total_translation"]}
+
+    def find(t):
+        while parent[t] != t:
+            t = parent[t]
+        return t
+    for a, b, *_ in s["pairs"]["A/1"]:
+        parent[find(a)] = find(b)
+    sizes = {}
+    for t in parent:
+        sizes[find(t)] = sizes.get(find(t), 0) + 1
+    if named is not None:
+        check(sizes[find(named)] == 2 and sizes[find(named)] < max(sizes.values()),
+              f"{label}: {named}'s group has {sizes[find(named)]} tiles, the largest {max(sizes.values())}")
 
 
 if __name__ == "__main__":
