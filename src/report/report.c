@@ -105,6 +105,19 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
             w->ntiles, (long long)q->isolated, q->groups, q->groups == 1 ? "" : "s");
         put_num(b, q->max_residual, " px");
         ts_strbuf_printf(b, ".</p>\n");
+        /* The tiles the summary line names: placed by weak evidence, by a
+         * corner, or with a group of their own on the stage positions. */
+        const struct { int64_t n; const char *first, *what; } named[3] = {
+            {q->untrusted, q->first_untrusted, "placed by untrusted pairs only"},
+            {q->bridged, q->first_bridged, "placed by diagonal neighbours only"},
+            {q->cut_off, q->first_cut_off, "in groups no pair joins to the rest, placed on their stage positions"}};
+        for (int k = 0; k < 3; k++) {
+            if (!named[k].n) continue;
+            ts_strbuf_printf(b, "<p class=\"check\">%lld tile%s %s (first: ", (long long)named[k].n,
+                             named[k].n == 1 ? "" : "s", named[k].what);
+            put_text(b, named[k].first);
+            ts_strbuf_printf(b, "): check %s.</p>\n", named[k].n == 1 ? "it" : "them");
+        }
         put_dir_table(b, q->dir);
     }
     /* Tiles with a usable pair (matched, not an outlier); the rest fell

@@ -139,5 +139,20 @@ check(p.returncode == 2 and "--report" in p.stderr and not os.path.exists(os.pat
 p = run("estimate", plate, "-o", path("s3.yaml"), "--overlap", "100", "--report", path("bad.html"), ok=False)
 check(p.returncode == 1 and not os.path.exists(path("bad.html")), f"failed check: exit {p.returncode}, report written")
 
+# The tiles the summary names are named in the report too: a simulated plate
+# with a quarter of the tiles blank has a group of two tiles cut off and a
+# tile placed through its diagonal neighbours (as --json says).
+run("simulate", "-o", path("cut.zarr"), "--grid", "7x7", "--tile", "128x128", "--overlap", "24", "--jitter", "6",
+    "--blank", "0.25", "--seed", "1", "--format", "0.4", "-q")
+p = run("estimate", path("cut.zarr"), "-o", path("cut.yaml"), "--overlap", "24", "--accept-poor", "--json",
+        "--report", path("cut.html"))
+wq = json.loads(p.stdout)["well_qc"][0]
+with open(path("cut.html")) as f:
+    html = f.read()
+for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged", "placed by diagonal neighbours only")):
+    n, first = wq[key + "_tiles"], wq["first_" + key + "_tile"]
+    check(n > 0 and f"{n} tile{'s' if n > 1 else ''} {what}" in html and f"(first: {first})" in html,
+          f"report: {key} tiles ({n}, {first}) not named")
+
 shutil.rmtree(TMP, ignore_errors=True)
 finish()
