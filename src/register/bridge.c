@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/union_find.h"
 
 /* The thinnest corner a shift in the window may leave, px: at 4 x 4 px
  * (the strips' limit) noise alone scores NCCs over 0.5, and every window
@@ -47,7 +48,11 @@
  * 101-160) reached NCCs of 0.88-0.95 at shifts 3-34 px off, with a rival
  * 1.0-1.7 times as far from 1; the IHC corners' true maxima 0.99, rivals
  * 18-60 times as far. */
-#define BRIDGE_RIVAL 4.0
+#define BRIDGE_RIVAL 10.0
+/* The window around the prediction, in spreads of a pair's offset (plus
+ * 2 px): the difference of two uniform jitters of +-J has a spread of
+ * 0.82 J and a range of +-2.45 spreads. */
+#define BRIDGE_WINDOW 3.0
 
 typedef struct cell_key {
     int well, gy, gx;
@@ -68,10 +73,6 @@ static int cmp_bridge(const void *pa, const void *pb) {
     return a->b < b->b ? -1 : a->b > b->b;
 }
 
-static int64_t find_root(int64_t *parent, int64_t i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-}
 
 static int64_t lookup(const cell_key *keys, int64_t n, int well, int gx, int gy) {
     const cell_key k = {well, gy, gx, 0};
@@ -89,10 +90,10 @@ typedef struct bridge_ctx {
     ts_rereg_scratch *scratch;
 } bridge_ctx;
 
-static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
-    bridge_ctx *x = user;
+/* The strips of pair q where the model predicts its corner (false: it
+ * leaves no corner to search); q->res is reset to the prediction. */
+static bool place(const bridge_ctx *x, ts_bridge *q, ts_strip_geometry *g) {
     const ts_bridge_pass *bp = x->bp;
-    ts_bridge *q = &x->br[i];
     const int64_t ia = bp->tile_base[q->well] + q->a, ib = bp->tile_base[q->well] + q->b;
     const ts_stage_dir *right = &bp->model->dir[TS_PAIR_RIGHT], *below = &bp->model->dir[TS_PAIR_BELOW];
     /* b down and to the right of a: the right pairs' offset plus the lower
@@ -105,8 +106,16 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
     }
     memset(&q->res, 0, sizeof q->res);
     q->res.dy = ey, q->res.dx = ex;
+    return ts_strip_geometry_at(&x->base, bp->h, bp->w, ey, ex, g);
+}
+
+static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
+    bridge_ctx *x = user;
+    const ts_bridge_pass *bp = x->bp;
+    ts_bridge *q = &x->br[i];
+    const int64_t ia = bp->tile_base[q->well] + q->a, ib = bp->tile_base[q->well] + q->b;
     ts_strip_geometry g;
-    if (!ts_strip_geometry_at(&x->base, bp->h, bp->w, ey, ex, &g)) return TS_OK;
+    if (!place(x, q, &g)) return TS_OK; /* (its tiles have no use counted) */
     ts_registrar **slot = &x->workers[worker];
     ts_status st;
     if (!*slot) {
@@ -128,7 +137,11 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
      * local maxima in misfit (1 - NCC), which at a few hundred px of a
      * smooth texture are nearly as good as the true one. */
     if (rr.second > -1 && 1 - rr.second < BRIDGE_RIVAL * (1 - rr.ncc)) return TS_OK;
-    ts_reregister_choose(&rr, bp->reg->min_ncc, &q->res);
+    /* A bridge is its tile's (or group's) only link: an unfitted maximum
+     * (no basin of alignment; elsewhere a tenth of its confidence, which
+     * does not matter for a lone link) is refused: 6.3 and 8.8 px off on
+     * simulated plates. */
+    if (ts_reregister_choose(&rr, bp->reg->min_ncc, &q->res) && q->res.unfitted) q->res.matched = false;
     return TS_OK;
 }
 
@@ -137,9 +150,9 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
  * neighbour in it. */
 static ts_status candidates(const ts_bridge_pass *bp, ts_bridge **out, int64_t *nout, ts_error *err) {
     const int64_t nt = bp->ntiles;
-    int64_t *parent = malloc((size_t)(nt ? nt : 1) * sizeof *parent);
-    int64_t *size = calloc((size_t)(nt ? nt : 1), sizeof *size);
-    int64_t *main_root = malloc((size_t)(bp->nwells ? bp->nwells : 1) * sizeof *main_root);
+    int *parent = malloc((size_t)(nt ? nt : 1) * sizeof *parent);
+    int *size = calloc((size_t)(nt ? nt : 1), sizeof *size);
+    int *main_root = malloc((size_t)(bp->nwells ? bp->nwells : 1) * sizeof *main_root);
     cell_key *keys = malloc((size_t)(nt ? nt : 1) * sizeof *keys);
     ts_bridge *br = NULL;
     int64_t nb = 0, cap = 0;
@@ -148,27 +161,19 @@ static ts_status candidates(const ts_bridge_pass *bp, ts_bridge **out, int64_t *
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the diagonal bridges of %lld tiles", (long long)nt);
         goto done;
     }
-    for (int64_t t = 0; t < nt; t++) parent[t] = t;
-    for (int64_t i = 0; i < bp->npairs; i++) {
-        if (!bp->trusted[i]) continue;
-        int64_t ra = find_root(parent, bp->pair_tiles[i][0]), rb = find_root(parent, bp->pair_tiles[i][1]);
-        if (ra != rb) parent[ra > rb ? ra : rb] = ra > rb ? rb : ra;
-    }
-    for (int64_t t = 0; t < nt; t++) size[find_root(parent, t)]++;
+    for (int64_t t = 0; t < nt; t++) parent[t] = (int)t;
+    for (int64_t i = 0; i < bp->npairs; i++)
+        if (bp->trusted[i]) ts_uf_join(parent, (int)bp->pair_tiles[i][0], (int)bp->pair_tiles[i][1]);
     for (int wi = 0; wi < bp->nwells; wi++) {
         const int64_t lo = bp->tile_base[wi], hi = wi + 1 < bp->nwells ? bp->tile_base[wi + 1] : nt;
-        main_root[wi] = -1;
-        for (int64_t t = lo; t < hi; t++) {
-            int64_t r = find_root(parent, t);
-            if (main_root[wi] < 0 || size[r] > size[main_root[wi]]) main_root[wi] = r;
-            keys[t] = (cell_key){wi, bp->cell[t][1], bp->cell[t][0], t};
-        }
+        main_root[wi] = ts_uf_largest(parent, lo, hi, size);
+        for (int64_t t = lo; t < hi; t++) keys[t] = (cell_key){wi, bp->cell[t][1], bp->cell[t][0], t};
     }
     qsort(keys, (size_t)nt, sizeof *keys, cmp_key);
     for (int wi = 0; wi < bp->nwells; wi++) {
         const int64_t lo = bp->tile_base[wi], hi = wi + 1 < bp->nwells ? bp->tile_base[wi + 1] : nt;
         for (int64_t t = lo; t < hi; t++) {
-            if (find_root(parent, t) == main_root[wi]) continue;
+            if (ts_uf_find(parent, (int)t) == main_root[wi]) continue;
             /* A grid neighbour in the main group whose pair with t failed
              * even in the stage pass: t is blank (or its overlaps are), and
              * a corner would not do better. */
@@ -176,13 +181,13 @@ static ts_status candidates(const ts_bridge_pass *bp, ts_bridge **out, int64_t *
             for (int k = 0; k < 4 && !beside_main; k++) {
                 const int dx = k == 0 ? -1 : k == 1 ? 1 : 0, dy = k == 2 ? -1 : k == 3 ? 1 : 0;
                 int64_t u = lookup(keys, nt, wi, bp->cell[t][0] + dx, bp->cell[t][1] + dy);
-                beside_main = u >= 0 && find_root(parent, u) == main_root[wi];
+                beside_main = u >= 0 && ts_uf_find(parent, (int)u) == main_root[wi];
             }
             if (beside_main) continue;
             for (int k = 0; k < 4; k++) {
                 const int dy = k < 2 ? -1 : 1, dx = k % 2 ? 1 : -1;
                 int64_t u = lookup(keys, nt, wi, bp->cell[t][0] + dx, bp->cell[t][1] + dy);
-                if (u < 0 || find_root(parent, u) != main_root[wi]) continue;
+                if (u < 0 || ts_uf_find(parent, (int)u) != main_root[wi]) continue;
                 if (nb == cap) {
                     int64_t nc = cap ? 2 * cap : 64;
                     ts_bridge *nbr = realloc(br, (size_t)nc * sizeof *nbr);
@@ -217,8 +222,18 @@ ts_status ts_bridge_tiles(const ts_bridge_pass *bp, ts_bridge **out, int64_t *no
     const ts_stage_dir *right = &bp->model->dir[TS_PAIR_RIGHT], *below = &bp->model->dir[TS_PAIR_BELOW];
     if (!right->valid || !below->valid) return TS_OK;
     bridge_ctx x = {bp, NULL, {0}, 0, 0, NULL, NULL, NULL};
-    x.ry = (int)ceil(hypot(right->radius[0], below->radius[0]));
-    x.rx = (int)ceil(hypot(right->radius[1], below->radius[1]));
+    /* The diagonal offset is the two tiles' jitters apart, as a grid
+     * pair's is (a tile between them cancels: (j_m - j_a) + (j_b - j_m)),
+     * so its spread per axis is a pair's, the larger of the two
+     * directions'; the window is BRIDGE_WINDOW of those and 2 px, not the
+     * strips' 4 (which the thin overlaps on a strip window's edge need).
+     * With the two directions' windows added in quadrature (+-29-40 px
+     * over corners of 9-25 px) simulated plates with 20-40% blank tiles
+     * had 5 of 337 bridges 28-43 px off, moving whole groups of tiles with
+     * them. */
+    const double sy = fmax(right->spread[0], below->spread[0]), sx = fmax(right->spread[1], below->spread[1]);
+    x.ry = (int)ceil(BRIDGE_WINDOW * sy) + 2;
+    x.rx = (int)ceil(BRIDGE_WINDOW * sx) + 2;
     /* As the stage pass's strips (ts_stage_geometry): the measured overlap
      * plus the window along each axis, clipped to the tile. */
     double deep_y = ceil(below->overlap) + x.ry, deep_x = ceil(right->overlap) + x.rx;
@@ -238,6 +253,8 @@ ts_status ts_bridge_tiles(const ts_bridge_pass *bp, ts_bridge **out, int64_t *no
         goto done;
     }
     for (int64_t i = 0; i < nb; i++) {
+        ts_strip_geometry g;
+        if (!place(&x, &x.br[i], &g)) continue; /* not searched: its tiles not read */
         uses[bp->tile_base[x.br[i].well] + x.br[i].a]++;
         uses[bp->tile_base[x.br[i].well] + x.br[i].b]++;
     }

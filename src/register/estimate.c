@@ -461,6 +461,12 @@ static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
 /* The share of its confidence an unfitted match keeps (solve_and_write). */
 #define UNFITTED_CONF 0.1
 
+/* The confidence the solve gives a measurement (solve_and_write says why
+ * an unfitted match keeps a tenth). */
+static double solve_confidence(const est_ctx *c, const ts_register_result *r) {
+    return r->confidence * (c->reg.refine && r->matched && r->unfitted ? UNFITTED_CONF : 1.0);
+}
+
 /* Shape of the first tile (all tiles must share it). */
 static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
     for (int w = 0; w < c->plate->nwells; w++) {
@@ -871,9 +877,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         tiles[i][0] = c->tile_base[e->well] + e->a, tiles[i][1] = c->tile_base[e->well] + e->b;
-        /* (as the solve will weigh it: an unfitted match at a tenth) */
-        const double conf = e->res.confidence * (c->reg.refine && e->res.unfitted ? UNFITTED_CONF : 1.0);
-        const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, conf, 0, 0};
+        const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, solve_confidence(c, &e->res), 0, 0};
         trusted[i] = ts_qc_trusted(&q);
     }
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
@@ -882,7 +886,8 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
                                c->opt->cache_bytes, load_tile, release_tile, c};
     int64_t reads = 0;
     st = ts_bridge_tiles(&bp, &c->bridges, &c->nbridges, &reads, err);
-    c->stage_tile_reads += reads;
+    /* (through the first pass's cache, its loads count them already) */
+    if (!c->kept) c->stage_tile_reads += reads;
 done:
     free(cell), free(tiles), free(trusted);
     return st;
@@ -925,7 +930,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
         for (int64_t t = 0; t < c->ntiles; t++)
             if (c->kept[t]) ts_tile_cache_add_uses(c->cache, t, -1);
     } else {
-        c->stage_tile_reads = sum.tile_reads;
+        c->stage_tile_reads += sum.tile_reads;
     }
     result->reregistered_pairs = sum.replaced;
     result->rematched_pairs = sum.rematched;
@@ -950,8 +955,8 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
      * confidence: a bridge still, where nothing else reaches its tiles. */
     for (int64_t i = 0; i < c->nedges; i++) {
         edge *e = &c->edges[i];
-        if (c->reg.refine && e->res.matched && e->res.unfitted) {
-            e->res.confidence *= UNFITTED_CONF;
+        if (solve_confidence(c, &e->res) != e->res.confidence) {
+            e->res.confidence = solve_confidence(c, &e->res);
             result->unfitted_pairs++;
         }
     }
@@ -968,15 +973,11 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
         if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0)
             return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");
     }
-    /* The diagonal bridges the stage pass measured (bridge.h), after every
-     * grid pair of their well in the file. */
+    /* The diagonal bridges the stage pass measured (bridge.h; fitted
+     * ones only), after every grid pair of their well in the file. */
     for (int64_t i = 0; i < c->nbridges; i++) {
-        ts_bridge *b = &c->bridges[i];
+        const ts_bridge *b = &c->bridges[i];
         if (!b->res.matched) continue;
-        if (c->reg.refine && b->res.unfitted) {
-            b->res.confidence *= UNFITTED_CONF;
-            result->unfitted_pairs++;
-        }
         result->bridge_pairs++;
         if (ts_shifts_add_pair(s, b->well, b->a, b->b, b->res.dy, b->res.dx, b->res.confidence) < 0)
             return ts_fail(err, TS_ERR_NOMEM, "out of memory for pairs");

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/union_find.h"
 #include "register/estimate_internal.h"
 
 #define QC_TRUST_CONF 0.1
@@ -92,28 +93,6 @@ static void direction_qc(const ts_qc_pair *p, int64_t n, int well, int dir, int 
     for (int k = 0; k < 3; k++) q->conf_q[k] = sorted_quantile(c, nc, 0.25 * (k + 1));
 }
 
-static int uf_find(int *parent, int i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-}
-
-static void uf_join(int *parent, int a, int b) {
-    int ra = uf_find(parent, a), rb = uf_find(parent, b);
-    if (ra != rb) parent[ra > rb ? ra : rb] = ra > rb ? rb : ra;
-}
-
-/* The root of the largest group of tiles [lo, hi) (the first on a tie);
- * size: scratch of the plate's tile count, zeroed, left zeroed. */
-static int largest_group(int *parent, int64_t lo, int64_t hi, int *size) {
-    int best = -1;
-    for (int64_t t = lo; t < hi; t++) {
-        int r = uf_find(parent, (int)t);
-        if (++size[r] > (best < 0 ? 0 : size[best]) || best < 0) best = r;
-    }
-    for (int64_t t = lo; t < hi; t++) size[uf_find(parent, (int)t)] = 0;
-    return best;
-}
-
 /* The tolerance of a nominal overlap given a measurement's spread. */
 static double tolerance(const ts_overlap_qc *q) {
     return fmax(3.0 * q->spread, fmax(QC_MIN_PX, QC_REL * q->nominal));
@@ -173,10 +152,10 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         paired[a] = paired[b] = true;
         if (ts_qc_trusted(&p[i])) {
             vouched[a] = vouched[b] = true;
-            uf_join(tparent, a, b);
-            if (p[i].dir != TS_QC_DIAGONAL) uf_join(gparent, a, b);
+            ts_uf_join(tparent, a, b);
+            if (p[i].dir != TS_QC_DIAGONAL) ts_uf_join(gparent, a, b);
         }
-        uf_join(parent, a, b);
+        ts_uf_join(parent, a, b);
     }
     r->verdict = TS_VERDICT_OK;
     for (int wi = 0; wi < nw; wi++) {
@@ -184,11 +163,11 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         snprintf(wq->well, sizeof wq->well, "%s", plate->wells[wi].path);
         for (int d = 0; d < 2; d++) direction_qc(p, n, wi, d, extent[d], nominal[d], v, c, scratch, &wq->dir[d]);
         const int64_t lo = tile_base[wi], hi = lo + plate->wells[wi].npositions;
-        const int tmain = largest_group(tparent, lo, hi, size), gmain = largest_group(gparent, lo, hi, size);
+        const int tmain = ts_uf_largest(tparent, lo, hi, size), gmain = ts_uf_largest(gparent, lo, hi, size);
         /* Groups over matched pairs (what the solve connects): the largest,
          * and the size of each (size is zero again after the well). */
-        const int main_group = largest_group(parent, lo, hi, size);
-        for (int64_t t = lo; t < hi; t++) size[uf_find(parent, (int)t)]++;
+        const int main_group = ts_uf_largest(parent, lo, hi, size);
+        for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)]++;
         for (int64_t t = lo; t < hi; t++) {
             wq->isolated += !paired[t];
             /* Placed by weak evidence only: said, and named, not hidden in
@@ -200,20 +179,20 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
             /* Joined to the well's largest group by diagonal bridges, which
              * the grid pairs left outside it: said and named too (a corner
              * is a smaller overlap than any grid pair's). */
-            if (uf_find(tparent, (int)t) == tmain && uf_find(gparent, (int)t) != gmain && wq->bridged++ == 0)
+            if (ts_uf_find(tparent, (int)t) == tmain && ts_uf_find(gparent, (int)t) != gmain && wq->bridged++ == 0)
                 snprintf(wq->first_bridged, sizeof wq->first_bridged, "%s/%s", plate->wells[wi].path,
                          plate->wells[wi].positions[t - tile_base[wi]]);
             /* A group of its own, placed on the grid: its tiles matched each
              * other, so it has content, but nothing places it against the
              * rest (a row cut off by blank tiles was 3.4-7 px off). Said
              * and named, not only counted in groups. */
-            const int root = uf_find(parent, (int)t);
+            const int root = ts_uf_find(parent, (int)t);
             if (root != main_group && size[root] >= 2 && wq->cut_off++ == 0)
                 snprintf(wq->first_cut_off, sizeof wq->first_cut_off, "%s/%s", plate->wells[wi].path,
                          plate->wells[wi].positions[t - tile_base[wi]]);
             wq->groups += root == (int)t;
         }
-        for (int64_t t = lo; t < hi; t++) size[uf_find(parent, (int)t)] = 0;
+        for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)] = 0;
         for (int64_t i = 0; i < n; i++)
             if (p[i].well == wi && ts_qc_trusted(&p[i]) && p[i].residual > wq->max_residual)
                 wq->max_residual = p[i].residual;

@@ -43,6 +43,7 @@
  * grid order: the same answer whatever the thread count or pair order. */
 #include "solve/loops.h"
 #include "solve/loop_model.h"
+#include "common/union_find.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -390,10 +391,6 @@ static double stage_chi2(const stage_ctx *s, const grid_edge *e, const int *cand
     return chi2;
 }
 
-static int uf_root(int *parent, int i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-}
 
 /* Least squares of the errors of the k edges sel[] on the cluster's loops;
  * true when every loop closes to t with them taken out (err: the fit). */
@@ -573,16 +570,15 @@ static int explain_clusters(grid_edge *e, int ne, const grid_loop *l, int nl, do
     for (int c = 0; c < nl; c++) parent[c] = c;
     for (int i = 0; i < ne; i++) {
         if (e[i].condemned || !all_bad(&e[i], bad) || e[i].nloops < 2) continue;
-        int x = uf_root(parent, e[i].loop[0]), y = uf_root(parent, e[i].loop[1]);
-        if (x != y) parent[x < y ? y : x] = x < y ? x : y;
+        ts_uf_join(parent, e[i].loop[0], e[i].loop[1]);
     }
     /* Bad loops grouped by cluster (counting sort on the root). */
     memset(start, 0, (size_t)(nl + 1) * sizeof *start);
     for (int c = 0; c < nl; c++)
-        if (bad[c]) start[uf_root(parent, c) + 1]++;
+        if (bad[c]) start[ts_uf_find(parent, c) + 1]++;
     for (int c = 0; c < nl; c++) start[c + 1] += start[c];
     for (int c = 0; c < nl; c++)
-        if (bad[c]) order[start[uf_root(parent, c)]++] = c;
+        if (bad[c]) order[start[ts_uf_find(parent, c)]++] = c;
     for (int c = nl; c > 0; c--) start[c] = start[c - 1];
     start[0] = 0;
     int n = 0;

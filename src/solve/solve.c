@@ -5,6 +5,7 @@
 #include "solve/solve_internal.h"
 #include "solve/loops.h"
 #include "common/error.h"
+#include "common/union_find.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,13 +20,6 @@ void ts_solve_result_free(ts_solve_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int uf_find(int *parent, int i) {
-    while (parent[i] != i) {
-        parent[i] = parent[parent[i]];
-        i = parent[i];
-    }
-    return i;
-}
 
 /* Translates every group so that the mean of its positions is the mean of
  * its targets (a group of one lands on its target). */
@@ -126,8 +120,7 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
         usable[e] = q->a != q->b;
         w0[e] = w[e] = ts_solve_edge_weight(opt, q->confidence);
         if (usable[e]) {
-            int ra = uf_find(parent, q->a), rb = uf_find(parent, q->b);
-            if (ra != rb) parent[ra < rb ? rb : ra] = ra < rb ? ra : rb;
+            ts_uf_join(parent, q->a, q->b);
         }
     }
     /* Pairs that break their grid loops weigh little from the start. */
@@ -145,11 +138,11 @@ ts_status ts_solve_positions(const ts_solve_problem *p, const ts_solve_options *
      * more is its anchor (fixed at 0 while solving). */
     int ncomp = 0;
     for (int i = 0; i < n; i++) size[i] = 0;
-    for (int i = 0; i < n; i++) size[uf_find(parent, i)]++;
+    for (int i = 0; i < n; i++) size[ts_uf_find(parent, i)]++;
     for (int i = 0; i < n; i++) unknown[i] = -2;
     int nunk = 0;
     for (int i = 0; i < n; i++) {
-        int r = uf_find(parent, i);
+        int r = ts_uf_find(parent, i);
         if (unknown[r] == -2) { /* r is the smallest index of its group: i == r */
             comp[r] = ncomp++;
             unknown[r] = -1;
