@@ -349,6 +349,10 @@ typedef struct ts_estimate_well_qc {
                                     well's largest group: placed as a group on the grid (or
                                     the guess), as far off as the stage put them */
     char first_cut_off[96];      /* the first of them, "" when none */
+    int64_t hanging;             /* tiles joined to the well's largest group only through one
+                                    pair of confidence < 0.5 in no loop of pairs: its error,
+                                    whatever it is, moves them all, and nothing can check it */
+    char first_hanging[96];      /* the first of them, "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
     double max_residual;         /* px, largest residual of a trusted pair */
     ts_verdict verdict;

@@ -107,11 +107,12 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
         ts_strbuf_printf(b, ".</p>\n");
         /* The tiles the summary line names: placed by weak evidence, by a
          * corner, or with a group of their own on the stage positions. */
-        const struct { int64_t n; const char *first, *what; } named[3] = {
+        const struct { int64_t n; const char *first, *what; } named[4] = {
             {q->untrusted, q->first_untrusted, "placed by untrusted pairs only"},
             {q->bridged, q->first_bridged, "placed by diagonal neighbours only"},
+            {q->hanging, q->first_hanging, "hanging on one weak pair in no loop"},
             {q->cut_off, q->first_cut_off, "in groups no pair joins to the rest, placed on their stage positions"}};
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             if (!named[k].n) continue;
             ts_strbuf_printf(b, "<p class=\"check\">%lld tile%s %s (first: ", (long long)named[k].n,
                              named[k].n == 1 ? "" : "s", named[k].what);
