@@ -272,9 +272,18 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
             wq->groups += root == (int)t;
         }
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)] = 0;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < n; i++) {
             if (p[i].well == wi && ts_qc_trusted(&p[i]) && p[i].residual > wq->max_residual)
                 wq->max_residual = p[i].residual;
+            /* The worst outlier, named: the counts alone do not say where
+             * (two wrong pairs in one loop put ten tiles 34 px off; the
+             * solve flagged the weaker one, residual 39 px). */
+            if (p[i].well == wi && p[i].matched && p[i].outlier && p[i].residual > wq->worst_outlier_px) {
+                wq->worst_outlier_px = p[i].residual;
+                snprintf(wq->worst_outlier, sizeof wq->worst_outlier, "%s/%s %s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[p[i].a], plate->wells[wi].path, plate->wells[wi].positions[p[i].b]);
+            }
+        }
         wq->verdict = well_verdict(wq);
         if (wq->verdict == TS_VERDICT_IMPLAUSIBLE) r->verdict = TS_VERDICT_IMPLAUSIBLE;
     }

@@ -186,8 +186,37 @@ def main():
         q = run("estimate", plate, "-o", out, "--overlap", overlap, "--quiet")
         check(q.returncode == 0 and not messages(q), f"{label}: --quiet printed {messages(q)}")
         check(w[0]["cut_off_tiles"] == 0 and w[0]["first_cut_off_tile"] is None, f"{label}: cut off {w[0]}")
+        check(w[0]["worst_outlier"] is None and w[0]["hanging_tiles"] == 0, f"{label}: outlier or hanging {w[0]}")
     cut_off_group()
+    worst_outlier_named()
     finish(failures)
+
+
+def worst_outlier_named():
+    """The summary and --json name the outlier pair with the largest
+    residual, as the file's `outliers` and `residuals` give it: on this
+    plate (35% blank tiles) two wrong pairs in one loop leave ten tiles
+    34 px off, and the counts alone did not say where."""
+    label = "worst outlier"
+    plate = os.path.join(TMP, "outlier.zarr")
+    run("simulate", "-o", plate, "--grid", "7x7", "--tile", "128x128", "--overlap", 24, "--jitter", 6,
+        "--blank", 0.35, "--seed", 8, "--format", "0.4", "-q")
+    out = os.path.join(TMP, "outlier.yaml")
+    p = run("estimate", plate, "-o", out, "--overlap", 24, "--accept-poor", "--json")
+    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
+    if p.returncode:
+        return
+    w = json.loads(p.stdout)["well_qc"][0]
+    s = rp.read_shifts(out)
+    flagged = s["outliers"]["A/1"]
+    check(len(flagged) > 0, f"{label}: no outlier on the plate (the case is gone): {w}")
+    if not flagged:
+        return
+    k = max(flagged, key=lambda i: np.hypot(*s["residuals"]["A/1"][i]))
+    a, b = s["pairs"]["A/1"][k][:2]
+    check(w["worst_outlier"] == f"{a} {b}" and abs(w["worst_outlier_px"] - np.hypot(*s["residuals"]["A/1"][k])) < 0.01,
+          f"{label}: named {w['worst_outlier']} {w['worst_outlier_px']}, the file's worst is {a} {b}")
+    check(f"worst outlier {a} {b} (residual" in p.stderr, f"{label}: the summary does not name it: {p.stderr}")
 
 
 def cut_off_group():
