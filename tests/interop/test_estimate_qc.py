@@ -192,22 +192,31 @@ def main():
     finish(failures)
 
 
+def blank_plate(label, name, blank, seed):
+    """A 7x7 `tessera simulate` plate of 128 px tiles (overlap 24, jitter
+    6) with a share of blank tiles, estimated: (the run, its well_qc, the
+    shifts file), or Nones when a step failed."""
+    plate = os.path.join(TMP, name + ".zarr")
+    r = run("simulate", "-o", plate, "--grid", "7x7", "--tile", "128x128", "--overlap", 24, "--jitter", 6,
+            "--blank", blank, "--seed", seed, "--format", "0.4", "-q")
+    check(r.returncode == 0, f"{label}: simulate: {r.stderr}")
+    out = os.path.join(TMP, name + ".yaml")
+    p = run("estimate", plate, "-o", out, "--overlap", 24, "--accept-poor", "--json")
+    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
+    if r.returncode or p.returncode:
+        return None, None, None
+    return p, json.loads(p.stdout)["well_qc"][0], rp.read_shifts(out)
+
+
 def worst_outlier_named():
     """The summary and --json name the outlier pair with the largest
     residual, as the file's `outliers` and `residuals` give it: on this
     plate (35% blank tiles) two wrong pairs in one loop leave ten tiles
     34 px off, and the counts alone did not say where."""
     label = "worst outlier"
-    plate = os.path.join(TMP, "outlier.zarr")
-    run("simulate", "-o", plate, "--grid", "7x7", "--tile", "128x128", "--overlap", 24, "--jitter", 6,
-        "--blank", 0.35, "--seed", 8, "--format", "0.4", "-q")
-    out = os.path.join(TMP, "outlier.yaml")
-    p = run("estimate", plate, "-o", out, "--overlap", 24, "--accept-poor", "--json")
-    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
-    if p.returncode:
+    p, w, s = blank_plate(label, "outlier", 0.35, 8)
+    if p is None:
         return
-    w = json.loads(p.stdout)["well_qc"][0]
-    s = rp.read_shifts(out)
     flagged = s["outliers"]["A/1"]
     check(len(flagged) > 0, f"{label}: no outlier on the plate (the case is gone): {w}")
     if not flagged:
@@ -226,21 +235,13 @@ def cut_off_group():
     The run says so and names one; the named tile's group, rebuilt from the
     file's pairs, is not the largest."""
     label = "cut-off group"
-    plate = os.path.join(TMP, "cutoff.zarr")
-    r = run("simulate", "-o", plate, "--grid", "7x7", "--tile", "128x128", "--overlap", 24, "--jitter", 6,
-            "--blank", 0.25, "--seed", 1, "--format", "0.4", "-q")
-    check(r.returncode == 0, f"{label}: simulate: {r.stderr}")
-    out = os.path.join(TMP, "cutoff.yaml")
-    p = run("estimate", plate, "-o", out, "--overlap", 24, "--accept-poor", "--json")
-    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
-    if p.returncode:
+    p, w, s = blank_plate(label, "cutoff", 0.25, 1)
+    if p is None:
         return
-    w = json.loads(p.stdout)["well_qc"][0]
     named = w["first_cut_off_tile"]
     check(w["cut_off_tiles"] == 2 and named is not None, f"{label}: well_qc {w}")
     check(named is not None and f"placed on their stage positions ({named}, ...)" in p.stderr,
           f"{label}: the summary does not name {named}: {p.stderr}")
-    s = rp.read_shifts(out)
     parent = {t: t for t in s["total_translation"]}
 
     def find(t):
