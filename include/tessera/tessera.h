@@ -354,7 +354,7 @@ typedef struct ts_estimate_well_qc {
                                     whatever it is, moves them all, and nothing can check it */
     char first_hanging[96];      /* the first of them, "" when none */
     double worst_outlier_px;     /* the largest residual of an outlier pair, px (0: none) */
-    char worst_outlier[200];     /* its tiles ("A/1/003002 A/1/004002"), "" when none */
+    char worst_outlier[2][96];   /* its two tiles ("A/1/003002"), "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
     double max_residual;         /* px, largest residual of a trusted pair */
     ts_verdict verdict;

@@ -162,7 +162,9 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
         json_object_set_new(o, "first_bridged_tile", w->bridged ? cli_json_path(w->first_bridged) : json_null());
         json_object_set_new(o, "cut_off_tiles", json_integer((json_int_t)w->cut_off));
         json_object_set_new(o, "first_cut_off_tile", w->cut_off ? cli_json_path(w->first_cut_off) : json_null());
-        json_object_set_new(o, "worst_outlier", w->worst_outlier[0] ? cli_json_path(w->worst_outlier) : json_null());
+        json_object_set_new(o, "worst_outlier", w->worst_outlier[0][0] ? json_pack("[o,o]", cli_json_path(w->worst_outlier[0]),
+                                                                                   cli_json_path(w->worst_outlier[1]))
+                                                                      : json_null());
         json_object_set_new(o, "worst_outlier_px", number(w->worst_outlier_px, 2));
         json_object_set_new(o, "hanging_tiles", json_integer((json_int_t)w->hanging));
         json_object_set_new(o, "first_hanging_tile", w->hanging ? cli_json_path(w->first_hanging) : json_null());
@@ -226,10 +228,11 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
         if (w->bridged)
             fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
                     w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
-        if (w->worst_outlier[0])
-            fprintf(stderr, "; worst outlier %s (residual %.1f px)", w->worst_outlier, w->worst_outlier_px);
+        if (w->worst_outlier[0][0])
+            fprintf(stderr, "; worst outlier %s %s (residual %.1f px)", w->worst_outlier[0], w->worst_outlier[1],
+                    w->worst_outlier_px);
         if (w->hanging)
-            fprintf(stderr, "; %lld tile%s hang%s on one weak pair in no loop (%s%s): check %s", (long long)w->hanging,
+            fprintf(stderr, "; %lld tile%s hang%s on one weak pair in no loop, or on outliers (%s%s): check %s", (long long)w->hanging,
                     w->hanging == 1 ? "" : "s", w->hanging == 1 ? "s" : "", w->first_hanging,
                     w->hanging > 1 ? ", ..." : "", w->hanging == 1 ? "it" : "them");
         if (w->cut_off)

@@ -142,7 +142,8 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
      * (no basin of alignment; elsewhere a tenth of its confidence, which
      * does not matter for a lone link) is refused: 6.3 and 8.8 px off on
      * simulated plates. */
-    if (ts_reregister_choose(&rr, bp->reg->min_ncc, &q->res) && q->res.unfitted) q->res.matched = false;
+    if (ts_reregister_choose(&rr, bp->reg->min_ncc, &q->res) && bp->reg->refine && q->res.unfitted)
+        q->res.matched = false;
     return TS_OK;
 }
 

@@ -955,7 +955,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
      * confidence: a bridge still, where nothing else reaches its tiles. */
     for (int64_t i = 0; i < c->nedges; i++) {
         edge *e = &c->edges[i];
-        if (solve_confidence(c, &e->res) != e->res.confidence) {
+        if (c->reg.refine && e->res.matched && e->res.unfitted) {
             e->res.confidence = solve_confidence(c, &e->res);
             result->unfitted_pairs++;
         }

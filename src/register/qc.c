@@ -124,9 +124,10 @@ static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
     return (double)outliers > QC_MAX_OUTLIERS * (double)measured ? TS_VERDICT_IMPLAUSIBLE : TS_VERDICT_OK;
 }
 
-/* Marks bridge[i] for the matched pairs p[i] whose removal would split
- * their group (graph bridges: in no cycle of matched pairs), by one
- * iterative depth-first search (Tarjan). False: out of memory. */
+/* Marks bridge[i] for the matched pairs p[i] that are not outliers whose
+ * removal would split their group (graph bridges: in no cycle of such
+ * pairs; an outlier, which the solve all but ignores, closes no loop), by
+ * one iterative depth-first search (Tarjan). False: out of memory. */
 static bool graph_bridges(const ts_qc_pair *p, int64_t n, const int64_t *tile_base, int64_t ntiles,
                           unsigned char *bridge) {
     const size_t nt = (size_t)(ntiles ? ntiles : 1);
@@ -137,11 +138,13 @@ static bool graph_bridges(const ts_qc_pair *p, int64_t n, const int64_t *tile_ba
     if (ok) {
         memset(bridge, 0, (size_t)n);
         for (int64_t i = 0; i < n; i++)
-            if (p[i].matched) start[tile_base[p[i].well] + p[i].a + 1]++, start[tile_base[p[i].well] + p[i].b + 1]++;
+            if (p[i].matched && !p[i].outlier)
+                start[tile_base[p[i].well] + p[i].a + 1]++, start[tile_base[p[i].well] + p[i].b + 1]++;
         for (int64_t t = 0; t < ntiles; t++) start[t + 1] += start[t];
         for (int64_t t = 0; t < ntiles; t++) next[t] = start[t];
         for (int64_t i = 0; i < n; i++) /* adjacency entries are pair indices */
-            if (p[i].matched) adj[next[tile_base[p[i].well] + p[i].a]++] = i, adj[next[tile_base[p[i].well] + p[i].b]++] = i;
+            if (p[i].matched && !p[i].outlier)
+                adj[next[tile_base[p[i].well] + p[i].a]++] = i, adj[next[tile_base[p[i].well] + p[i].b]++] = i;
         for (int64_t t = 0; t < ntiles; t++) disc[t] = -1, next[t] = start[t];
         int64_t clock = 0;
         for (int64_t root = 0; root < ntiles; root++) {
@@ -215,7 +218,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
             if (p[i].dir != TS_QC_DIAGONAL) ts_uf_join(gparent, a, b);
         }
         ts_uf_join(parent, a, b);
-        if (!bridge[i] || p[i].confidence >= QC_HANG_CONF) ts_uf_join(hparent, a, b);
+        if (!p[i].outlier && (!bridge[i] || p[i].confidence >= QC_HANG_CONF)) ts_uf_join(hparent, a, b);
     }
     r->verdict = TS_VERDICT_OK;
     for (int wi = 0; wi < nw; wi++) {
@@ -232,11 +235,14 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         for (int64_t t = lo; t < hi; t++)
             if (ts_uf_find(parent, (int)t) == main_group) size[ts_uf_find(hparent, (int)t)]++;
         for (int64_t t = lo; t < hi; t++) {
-            const int h = ts_uf_find(hparent, (int)t);
+            const int hr = ts_uf_find(hparent, (int)t);
             if (ts_uf_find(parent, (int)t) == main_group &&
-                (anchor < 0 || size[h] > size[anchor] || (size[h] == size[anchor] && h < anchor)))
-                anchor = h;
+                (anchor < 0 || size[hr] > size[anchor] || (size[hr] == size[anchor] && hr < anchor)))
+                anchor = hr;
         }
+        /* (a lone tile left is no anchor: two tiles joined by one weak pair
+         * are one group, neither hangs on the other) */
+        if (anchor >= 0 && size[anchor] < 2) anchor = -2;
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(hparent, (int)t)] = 0;
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)]++;
         for (int64_t t = lo; t < hi; t++) {
@@ -262,11 +268,11 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
                 snprintf(wq->first_cut_off, sizeof wq->first_cut_off, "%s/%s", plate->wells[wi].path,
                          plate->wells[wi].positions[t - tile_base[wi]]);
             /* Hanging on one weak pair: in the main group only through a
-             * pair of confidence under QC_HANG_CONF in no loop, whose error,
-             * whatever it is, moves them all (10 tiles of a simulated plate
-             * with a quarter of its tiles blank were 34 px off, verdict ok,
-             * by one pair of confidence 0.35). */
-            if (root == main_group && ts_uf_find(hparent, (int)t) != anchor && wq->hanging++ == 0)
+             * pair of confidence under QC_HANG_CONF in no loop, or through
+             * outliers, whose error, whatever it is, moves them all (13
+             * tiles of a simulated well 51 px off, verdict ok, held by a
+             * weak pair whose only loop ran through an outlier). */
+            if (anchor != -2 && root == main_group && ts_uf_find(hparent, (int)t) != anchor && wq->hanging++ == 0)
                 snprintf(wq->first_hanging, sizeof wq->first_hanging, "%s/%s", plate->wells[wi].path,
                          plate->wells[wi].positions[t - tile_base[wi]]);
             wq->groups += root == (int)t;
@@ -280,8 +286,10 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
              * solve flagged the weaker one, residual 39 px). */
             if (p[i].well == wi && p[i].matched && p[i].outlier && p[i].residual > wq->worst_outlier_px) {
                 wq->worst_outlier_px = p[i].residual;
-                snprintf(wq->worst_outlier, sizeof wq->worst_outlier, "%s/%s %s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[p[i].a], plate->wells[wi].path, plate->wells[wi].positions[p[i].b]);
+                snprintf(wq->worst_outlier[0], sizeof wq->worst_outlier[0], "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[p[i].a]);
+                snprintf(wq->worst_outlier[1], sizeof wq->worst_outlier[1], "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[p[i].b]);
             }
         }
         wq->verdict = well_verdict(wq);

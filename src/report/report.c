@@ -110,7 +110,7 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
         const struct { int64_t n; const char *first, *what; } named[4] = {
             {q->untrusted, q->first_untrusted, "placed by untrusted pairs only"},
             {q->bridged, q->first_bridged, "placed by diagonal neighbours only"},
-            {q->hanging, q->first_hanging, "hanging on one weak pair in no loop"},
+            {q->hanging, q->first_hanging, "hanging on one weak pair in no loop, or on outliers"},
             {q->cut_off, q->first_cut_off, "in groups no pair joins to the rest, placed on their stage positions"}};
         for (int k = 0; k < 4; k++) {
             if (!named[k].n) continue;
@@ -118,6 +118,13 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
                              named[k].n == 1 ? "" : "s", named[k].what);
             put_text(b, named[k].first);
             ts_strbuf_printf(b, "): check %s.</p>\n", named[k].n == 1 ? "it" : "them");
+        }
+        if (q->worst_outlier[0][0]) {
+            ts_strbuf_printf(b, "<p class=\"check\">Worst outlier: ");
+            put_text(b, q->worst_outlier[0]);
+            ts_strbuf_printf(b, " &ndash; ");
+            put_text(b, q->worst_outlier[1]);
+            ts_strbuf_printf(b, ", residual %.1f px.</p>\n", q->worst_outlier_px);
         }
         put_dir_table(b, q->dir);
     }

@@ -149,7 +149,8 @@ p = run("estimate", path("cut.zarr"), "-o", path("cut.yaml"), "--overlap", "24",
 wq = json.loads(p.stdout)["well_qc"][0]
 with open(path("cut.html")) as f:
     html = f.read()
-for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged", "placed by diagonal neighbours only")):
+for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged", "placed by diagonal neighbours only"),
+                  ("hanging", "hanging on one weak pair in no loop, or on outliers")):
     n, first = wq[key + "_tiles"], wq["first_" + key + "_tile"]
     check(n > 0 and f"{n} tile{'s' if n > 1 else ''} {what}" in html and f"(first: {first})" in html,
           f"report: {key} tiles ({n}, {first}) not named")
