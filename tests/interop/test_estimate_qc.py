@@ -292,6 +292,9 @@ def worst_outlier_named():
     check(w["worst_outlier"] == [a, b] and abs(w["worst_outlier_px"] - np.hypot(*s["residuals"]["A/1"][k])) < 0.01,
           f"{label}: named {w['worst_outlier']} {w['worst_outlier_px']}, the file's worst is {a} {b}")
     check(f"worst outlier {a} {b} (residual" in p.stderr, f"{label}: the summary does not name it: {p.stderr}")
+    # The ten tiles 34 px off hang on the stronger of the two, the weaker
+    # flagged: named (the outlier closes no loop).
+    check(w["hanging_tiles"] >= 10, f"{label}: the tiles held by the two wrong pairs are not named: {w}")
 
 
 def cut_off_group():
