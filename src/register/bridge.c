@@ -236,11 +236,10 @@ ts_status ts_bridge_tiles(const ts_bridge_pass *bp, ts_bridge **out, int64_t *no
     const double sy = fmax(right->spread[0], below->spread[0]), sx = fmax(right->spread[1], below->spread[1]);
     x.ry = (int)ceil(BRIDGE_WINDOW * sy) + 2;
     x.rx = (int)ceil(BRIDGE_WINDOW * sx) + 2;
-    /* As the stage pass's strips (ts_stage_geometry): the measured overlap
-     * plus the window along each axis, clipped to the tile. */
-    double deep_y = ceil(below->overlap) + x.ry, deep_x = ceil(right->overlap) + x.rx;
-    x.base.sh = deep_y >= bp->h - 1 ? bp->h - 1 : (int)deep_y;
-    x.base.sw = deep_x >= bp->w - 1 ? bp->w - 1 : (int)deep_x;
+    /* As the stage pass's strips, along each axis (no FFT-friendly
+     * trimming: corners are a few dozen px). */
+    x.base.sh = ts_stage_depth(below->overlap, x.ry, bp->h);
+    x.base.sw = ts_stage_depth(right->overlap, x.rx, bp->w);
     if (x.base.sh < 4 || x.base.sw < 4) return TS_OK;
     int64_t nb;
     ts_status st = candidates(bp, &x.br, &nb, err);
@@ -260,15 +259,10 @@ ts_status ts_bridge_tiles(const ts_bridge_pass *bp, ts_bridge **out, int64_t *no
         uses[bp->tile_base[x.br[i].well] + x.br[i].a]++;
         uses[bp->tile_base[x.br[i].well] + x.br[i].b]++;
     }
-    if (bp->cache) { /* the first pass's: its kept tiles are not decoded again */
-        x.cache = bp->cache;
-        for (int64_t t = 0; t < bp->ntiles; t++)
-            if (uses[t]) ts_tile_cache_add_uses(x.cache, t, uses[t]);
-    } else if (!(x.cache = own = ts_tile_cache_create(bp->ntiles, uses, bp->cache_bytes, bp->load, bp->load_user))) {
+    if (!(x.cache = ts_tile_cache_for_pass(bp->cache, bp->ntiles, uses, bp->cache_bytes, bp->load, bp->release,
+                                           bp->load_user, &own))) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the diagonal pairs' tile cache");
         goto done;
-    } else if (bp->release) {
-        ts_tile_cache_set_release(own, bp->release);
     }
     const int64_t loads0 = ts_tile_cache_get_stats(x.cache).loads;
     st = ts_pool_run(bp->pool, nb, bridge_one, &x, err);

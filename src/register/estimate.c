@@ -91,6 +91,9 @@ typedef struct est_ctx {
      * rank only). */
     ts_bridge *bridges;
     int64_t nbridges;
+    /* Each tile's grid cell (gx, gy) from its name, by tile id (build_graph;
+     * NULL where --positions pairs the tiles). */
+    int (*cell)[2];
 } est_ctx;
 
 /* ------------------------------------------------------------ tile loading */
@@ -367,7 +370,8 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
     int64_t cap = 0;
     for (int w = 0; w < c->plate->nwells; w++) cap += 2 * (int64_t)c->plate->wells[w].npositions;
     c->edges = calloc((size_t)(cap ? cap : 1), sizeof *c->edges);
-    if (!c->edges) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld edges", (long long)cap);
+    c->cell = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *c->cell);
+    if (!c->edges || !c->cell) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %lld edges", (long long)cap);
     for (int w = 0; w < c->plate->nwells; w++) {
         const ts_well_info *wi = &c->plate->wells[w];
         int ws = ts_shifts_add_well(s, wi->path);
@@ -382,6 +386,7 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
                                wi->positions[p], c->opt->names_yx ? "YYYXXX" : "XXXYYY");
             }
             cells[p].pos = p;
+            c->cell[c->tile_base[w] + p][0] = cells[p].gx, c->cell[c->tile_base[w] + p][1] = cells[p].gy;
             if (ts_shifts_add_tile(s, w, wi->positions[p]) != p) {
                 free(cells);
                 return ts_fail(err, TS_ERR_FORMAT, "%s/%s: position listed twice", wi->path,
@@ -859,20 +864,13 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
  * with the grid of the position names only (--positions pairs tiles by
  * their overlap, diagonal ones included where they overlap enough). */
 static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error *err) {
-    if (c->opt->positions != TS_POSITIONS_NAMES) return TS_OK;
-    int (*cell)[2] = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *cell);
+    if (!c->cell) return TS_OK;
     int64_t (*tiles)[2] = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *tiles);
     bool *trusted = malloc((size_t)(c->nedges ? c->nedges : 1) * sizeof *trusted);
     ts_status st = TS_OK;
-    if (!cell || !tiles || !trusted) {
+    if (!tiles || !trusted) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the diagonal bridges");
         goto done;
-    }
-    for (int wi = 0; wi < c->plate->nwells; wi++) {
-        const ts_well_info *w = &c->plate->wells[wi];
-        for (int p = 0; p < w->npositions; p++) /* checked by build_graph */
-            ts_position_grid(w->positions[p], c->opt->names_yx, &cell[c->tile_base[wi] + p][0],
-                             &cell[c->tile_base[wi] + p][1]);
     }
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
@@ -881,7 +879,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
         trusted[i] = ts_qc_trusted(&q);
     }
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
-                               c->ntiles, (const int(*)[2])cell, (const double(*)[2])c->guess_origin,
+                               c->ntiles, (const int(*)[2])c->cell, (const double(*)[2])c->guess_origin,
                                (const int64_t(*)[2])tiles, trusted, c->nedges, c->kept ? c->cache : NULL,
                                c->opt->cache_bytes, load_tile, release_tile, c};
     int64_t reads = 0;
@@ -889,7 +887,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
     /* (through the first pass's cache, its loads count them already) */
     if (!c->kept) c->stage_tile_reads += reads;
 done:
-    free(cell), free(tiles), free(trusted);
+    free(tiles), free(trusted);
     return st;
 }
 
@@ -1086,6 +1084,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     free(c.arena_free);
     free(c.edges);
     free(c.bridges);
+    free(c.cell);
     free(c.kept);
     free(c.tile_base);
     free(c.guess_origin);

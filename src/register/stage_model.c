@@ -163,16 +163,19 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
     return TS_OK;
 }
 
+int ts_stage_depth(double overlap, int radius, int extent) {
+    /* The deepest overlap the window allows, cut from the measured
+     * overlap (not the nominal one: a larger true overlap is then inside
+     * the strips). */
+    double deep = ceil(overlap) + radius;
+    return deep >= extent - 1 ? extent - 1 : (int)deep;
+}
+
 bool ts_stage_geometry(const ts_stage_model *m, ts_pair_dir dir, int h, int w, const ts_register_options *opt,
                        ts_strip_geometry *g) {
     const ts_stage_dir *md = &m->dir[dir];
     if (!md->valid) return false;
-    const int extent = dir == TS_PAIR_RIGHT ? w : h;
-    /* The deepest overlap the window allows, cut from the measured
-     * overlap (not the nominal one: a larger true overlap is then inside
-     * the strips). */
-    double deep = ceil(md->overlap) + md->radius[dir == TS_PAIR_RIGHT ? 1 : 0];
-    int depth = deep >= extent - 1 ? extent - 1 : (int)deep;
+    const int depth = ts_stage_depth(md->overlap, md->radius[dir == TS_PAIR_RIGHT ? 1 : 0], dir == TS_PAIR_RIGHT ? w : h);
     if (depth < 4) return false;
     ts_register_options o = *opt;
     o.strip_margin = 1.0;

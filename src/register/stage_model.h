@@ -75,6 +75,9 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
  * with ts_strip_geometry_at). False when the model leaves no room. */
 bool ts_stage_geometry(const ts_stage_model *m, ts_pair_dir dir, int h, int w, const ts_register_options *opt,
                        ts_strip_geometry *g);
+/* The strips' depth along an axis of extent px: the measured overlap plus
+ * the window's radius, at most extent - 1 (under 4: no room). */
+int ts_stage_depth(double overlap, int radius, int extent);
 
 /* ---- the confined search (reregister.c) ---- */
 
@@ -114,7 +117,7 @@ void ts_rereg_scratch_free(ts_rereg_scratch *s); /* frees what it holds, leaves 
 /* The window a search covers and how its maximum is judged. */
 typedef struct ts_rereg_window {
     int ry, rx;     /* half-widths around the prior, px */
-    int min_side;   /* the thinnest overlap a shift may leave, px (at least 4) */
+    int min_side;   /* the thinnest overlap a shift may leave, px (at least 4; 0: 4, the strips') */
     double sure;    /* the NCC from which a maximum is a match without the null draws;
                        0: the strips' level (reregister.c: 0.5, or min_ncc if higher),
                        for overlaps along a whole tile side; a corner's few hundred px

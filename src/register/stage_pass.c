@@ -50,7 +50,7 @@ static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     if ((st = ts_tile_cache_get(x->cache, q->ta, &ta, err)) != TS_OK) return st;
     if ((st = ts_tile_cache_get(x->cache, q->tb, &tb, err)) == TS_OK) {
         const ts_stage_dir *md = &x->m->dir[q->dir];
-        const ts_rereg_window win = {md->radius[0], md->radius[1], 4, 0};
+        const ts_rereg_window win = {md->radius[0], md->radius[1], 0, 0};
         st = ts_reregister_pair(*slot, g, ta, tb, x->ps->w, &win, q->res.matched, q->res.dy,
                                 q->res.dx, &rr, &x->scratch[worker * 2 + q->dir], err);
         ts_tile_cache_release(x->cache, q->tb);
@@ -88,10 +88,7 @@ static ts_status run_share(const ts_stage_pass *ps, ts_stage_pair *p, const ts_s
         uses[p[jobs[j]].tb]++;
     }
     const int64_t loads0 = cache ? ts_tile_cache_get_stats(cache).loads : 0;
-    if (cache) { /* the first pass's: its kept tiles are not decoded again */
-        for (int64_t t = 0; t < ps->ntiles; t++)
-            if (uses[t]) ts_tile_cache_add_uses(cache, t, uses[t]);
-    } else if (!(cache = own = ts_tile_cache_create(ps->ntiles, uses, ps->cache_bytes, ps->load, ps->load_user))) {
+    if (!(cache = ts_tile_cache_for_pass(cache, ps->ntiles, uses, ps->cache_bytes, ps->load, NULL, ps->load_user, &own))) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration's tile cache");
         goto done;
     }

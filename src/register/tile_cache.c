@@ -78,6 +78,20 @@ static void release(ts_tile_cache *c, int64_t id) {
 
 void ts_tile_cache_set_release(ts_tile_cache *c, ts_tile_release_fn fn) { c->release = fn; }
 
+ts_tile_cache *ts_tile_cache_for_pass(ts_tile_cache *kept, int64_t ntiles, const int *uses, size_t budget,
+                                      ts_tile_load_fn load, ts_tile_release_fn release, void *user,
+                                      ts_tile_cache **own) {
+    *own = NULL;
+    if (kept) { /* its kept tiles are not decoded again */
+        for (int64_t t = 0; t < ntiles; t++)
+            if (uses[t]) ts_tile_cache_add_uses(kept, t, uses[t]);
+        return kept;
+    }
+    if (!(*own = ts_tile_cache_create(ntiles, uses, budget, load, user))) return NULL;
+    if (release) ts_tile_cache_set_release(*own, release);
+    return *own;
+}
+
 static void drop(ts_tile_cache *c, int64_t id) {
     entry *e = &c->e[id];
     lru_remove(c, id);

@@ -38,6 +38,15 @@ void ts_tile_cache_add_uses(ts_tile_cache *c, int64_t id, int delta);
 typedef void (*ts_tile_release_fn)(void *user, int64_t id, float *data);
 void ts_tile_cache_set_release(ts_tile_cache *c, ts_tile_release_fn release);
 ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c);
+/* The cache a later pass (the stage pass, the diagonal bridges) reads its
+ * tiles through: kept, the first pass's, which holds the tiles it kept for
+ * the pass, with the pass's uses added; else a new one of budget bytes
+ * (*own, for the caller to destroy; NULL when kept serves) reading with
+ * load and giving buffers back with release (NULL: free). NULL: out of
+ * memory. */
+ts_tile_cache *ts_tile_cache_for_pass(ts_tile_cache *kept, int64_t ntiles, const int *uses, size_t budget,
+                                      ts_tile_load_fn load, ts_tile_release_fn release, void *user,
+                                      ts_tile_cache **own);
 void ts_tile_cache_destroy(ts_tile_cache *c);
 
 #endif
