@@ -230,20 +230,13 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         /* Groups over matched pairs (what the solve connects): the largest,
          * and the size of each (size is zero again after the well). */
         const int main_group = ts_uf_largest(parent, lo, hi, size);
-        /* The largest piece of the main group without its weak links. */
-        int anchor = -1;
-        for (int64_t t = lo; t < hi; t++)
-            if (ts_uf_find(parent, (int)t) == main_group) size[ts_uf_find(hparent, (int)t)]++;
-        for (int64_t t = lo; t < hi; t++) {
-            const int hr = ts_uf_find(hparent, (int)t);
-            if (ts_uf_find(parent, (int)t) == main_group &&
-                (anchor < 0 || size[hr] > size[anchor] || (size[hr] == size[anchor] && hr < anchor)))
-                anchor = hr;
-        }
-        /* (a lone tile left is no anchor: two tiles joined by one weak pair
-         * are one group, neither hangs on the other) */
-        if (anchor >= 0 && size[anchor] < 2) anchor = -2;
-        for (int64_t t = lo; t < hi; t++) size[ts_uf_find(hparent, (int)t)] = 0;
+        /* The largest piece of the main group without its weak links; a
+         * lone tile is no anchor (two tiles joined by one weak pair are one
+         * group, neither hangs on the other). */
+        int anchor = ts_uf_largest_within(hparent, lo, hi, size, parent, main_group);
+        int64_t anchor_size = 0;
+        for (int64_t t = lo; t < hi; t++) anchor_size += ts_uf_find(hparent, (int)t) == anchor;
+        if (anchor_size < 2) anchor = -2;
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)]++;
         for (int64_t t = lo; t < hi; t++) {
             wq->isolated += !paired[t];
