@@ -353,6 +353,8 @@ typedef struct ts_estimate_well_qc {
                                     pair of confidence < 0.5 in no loop of pairs: its error,
                                     whatever it is, moves them all, and nothing can check it */
     char first_hanging[96];      /* the first of them, "" when none */
+    int64_t refused;             /* pairs refused by the stage pass (refused_pairs) */
+    char first_refused[2][96];   /* the first one's two tiles, "" when none */
     double worst_outlier_px;     /* the largest residual of an outlier pair, px (0: none) */
     char worst_outlier[2][96];   /* its two tiles ("A/1/003002"), "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
@@ -371,8 +373,10 @@ typedef struct ts_estimate_result {
     int64_t reregistered_pairs;   /* replaced by the stage model's confined search */
     int64_t bridge_pairs;         /* diagonal pairs measured (in pairs): tiles the grid pairs
                                      left outside their well's largest group */
-    int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t rematched_pairs;      /* ... of those, unmatched in the first pass */
+    int64_t refused_pairs;        /* weak matches outside the stage model's window that its
+                                     search did not replace: left out of the solve and the file */
+    int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t stage_downweighted_pairs; /* of loop_downweighted_pairs, those the loop check's
                                          stage model chose where the loops were ambiguous */
     int64_t outlier_pairs;        /* flagged by the solve */

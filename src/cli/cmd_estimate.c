@@ -166,6 +166,10 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
                                                                                    cli_json_path(w->worst_outlier[1]))
                                                                       : json_null());
         json_object_set_new(o, "worst_outlier_px", number(w->worst_outlier_px, 2));
+        json_object_set_new(o, "refused_pairs", json_integer((json_int_t)w->refused));
+        json_object_set_new(o, "first_refused_pair", w->refused ? json_pack("[o,o]", cli_json_path(w->first_refused[0]),
+                                                                          cli_json_path(w->first_refused[1]))
+                                                                : json_null());
         json_object_set_new(o, "hanging_tiles", json_integer((json_int_t)w->hanging));
         json_object_set_new(o, "first_hanging_tile", w->hanging ? cli_json_path(w->first_hanging) : json_null());
         json_array_append_new(wells, o);
@@ -186,6 +190,7 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
     json_object_set_new(j, "loop_downweighted_pairs", json_integer((json_int_t)r->loop_downweighted_pairs));
     json_object_set_new(j, "stage_downweighted_pairs", json_integer((json_int_t)r->stage_downweighted_pairs));
     json_object_set_new(j, "rematched_pairs", json_integer((json_int_t)r->rematched_pairs));
+    json_object_set_new(j, "refused_pairs", json_integer((json_int_t)r->refused_pairs));
     json_object_set_new(j, "unfitted_pairs", json_integer((json_int_t)r->unfitted_pairs));
     json_object_set_new(j, "message", cli_json_path(r->verdict_message));
     json_object_set_new(j, "x", overlap_json(&r->overlap[0]));
@@ -228,6 +233,10 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
         if (w->bridged)
             fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
                     w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
+        if (w->refused)
+            fprintf(stderr, "; %lld weak pair%s outside the stage's window refused (%s %s%s): %s tiles placed without %s",
+                    (long long)w->refused, w->refused == 1 ? "" : "s", w->first_refused[0], w->first_refused[1],
+                    w->refused > 1 ? ", ..." : "", w->refused == 1 ? "its" : "their", w->refused == 1 ? "it" : "them");
         if (w->worst_outlier[0][0])
             fprintf(stderr, "; worst outlier %s %s (residual %.1f px)", w->worst_outlier[0], w->worst_outlier[1],
                     w->worst_outlier_px);

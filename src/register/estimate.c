@@ -45,6 +45,7 @@ typedef struct edge {
     int64_t canon;  /* index in the canonical (well, row, column, direction) order */
     int rank;       /* the rank whose share of the first pass's schedule held it */
     ts_register_result res;
+    bool refused;   /* by the stage pass (ts_stage_pair.refused): res.matched is false */
 } edge;
 
 typedef struct est_ctx {
@@ -405,8 +406,8 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
             const cell *t = &cells[i];
             int right = find_cell(cells, wi->npositions, t->gx + 1, t->gy);
             int below = find_cell(cells, wi->npositions, t->gx, t->gy + 1);
-            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}};
-            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}};
+            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}, false};
+            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}, false};
         }
         free(cells);
     }
@@ -451,7 +452,7 @@ static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
         cap += np;
         for (int64_t k = 0; k < np; k++)
             c->edges[c->nedges++] = (edge){w, pairs[k].a, pairs[k].b, pairs[k].gx, pairs[k].gy, (ts_pair_dir)pairs[k].dir,
-                                           0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}};
+                                           0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}, false};
         free(pairs);
     }
     return st;
@@ -713,7 +714,7 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         q[i] = (ts_qc_pair){e->well, e->a, e->b, e->dir, e->res.matched, false, e->res.confidence,
-                            e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, 0};
+                            e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, 0, e->refused};
         if (s && e->res.matched) {
             const ts_shift_pair *sp = &s->wells[e->well].pairs[k[e->well]++];
             q[i].outlier = sp->outlier;
@@ -726,7 +727,7 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     for (int64_t i = 0; i < nb; i++) {
         const ts_bridge *b = &c->bridges[i];
         ts_qc_pair *p = &q[c->nedges + i];
-        *p = (ts_qc_pair){b->well, b->a, b->b, TS_QC_DIAGONAL, b->res.matched, false, b->res.confidence, 0, 0};
+        *p = (ts_qc_pair){b->well, b->a, b->b, TS_QC_DIAGONAL, b->res.matched, false, b->res.confidence, 0, 0, false};
         if (b->res.matched) {
             const ts_shift_pair *sp = &s->wells[b->well].pairs[k[b->well]++];
             p->outlier = sp->outlier;
@@ -875,7 +876,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         tiles[i][0] = c->tile_base[e->well] + e->a, tiles[i][1] = c->tile_base[e->well] + e->b;
-        const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, solve_confidence(c, &e->res), 0, 0};
+        const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, solve_confidence(c, &e->res), 0, 0, false};
         trusted[i] = ts_qc_trusted(&q);
     }
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
@@ -911,7 +912,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
         }
         /* redone by the rank that registered it (and kept its tiles) */
         p[i] = (ts_stage_pair){e->well, e->dir, e->dir == TS_PAIR_RIGHT ? e->gy : e->gx, ia, ib, gy, gx, e->res,
-                               e->rank, false, false};
+                               e->rank, false, false, false};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
                               c->opt->cache_bytes, load_tile, c, c->opt->dist, c->opt->progress,
@@ -919,7 +920,10 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     ts_stage_summary sum;
     /* (with p NULL it fails after the ranks' collectives) */
     ts_status st = ts_stage_reregister(&ps, p, c->nedges, &sum, err);
-    for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) c->edges[i].res = p[i].res;
+    for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) {
+        c->edges[i].res = p[i].res;
+        c->edges[i].refused = p[i].refused;
+    }
     /* Tiles the grid pairs leave outside their well's largest group: their
      * diagonal neighbours, where the corners match, on the first rank (which
      * solves), from the tiles it kept where it has them. */
@@ -932,6 +936,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     }
     result->reregistered_pairs = sum.replaced;
     result->rematched_pairs = sum.rematched;
+    result->refused_pairs = sum.refused;
     free(p);
     return st;
 }
@@ -965,7 +970,8 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         if (!e->res.matched) {
-            result->unmatched_pairs++;
+            /* (a refused pair matched: refused_pairs counts it) */
+            result->unmatched_pairs += !e->refused;
             continue;
         }
         if (ts_shifts_add_pair(s, e->well, e->a, e->b, e->res.dy, e->res.dx, e->res.confidence) < 0)
@@ -993,7 +999,7 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     result->max_components = sum.max_components;
     result->wells = c->plate->nwells;
     result->tiles = c->ntiles;
-    result->pairs = c->nedges - result->unmatched_pairs + result->bridge_pairs;
+    result->pairs = c->nedges - result->unmatched_pairs - result->refused_pairs + result->bridge_pairs;
     for (int64_t i = 0; i < c->nedges; i++)
         if (c->edges[i].res.matched && c->edges[i].res.confidence < 0.1) result->low_confidence_pairs++;
     result->strip_shape[0][0] = c->geom[0].sh, result->strip_shape[0][1] = c->geom[0].sw;

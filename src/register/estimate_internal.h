@@ -60,6 +60,7 @@ typedef struct ts_qc_pair {
     double confidence;
     double offset;      /* measured origin b - a along the pair's axis, px */
     double residual;    /* 2-D residual after the solve, px (0 if unmatched) */
+    bool refused;       /* matched, refused by the stage pass (matched false) */
 } ts_qc_pair;
 
 #define TS_QC_DIAGONAL 2

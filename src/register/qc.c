@@ -274,6 +274,14 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         for (int64_t i = 0; i < n; i++) {
             if (p[i].well == wi && ts_qc_trusted(&p[i]) && p[i].residual > wq->max_residual)
                 wq->max_residual = p[i].residual;
+            /* Refused by the stage pass: its tiles are placed without it
+             * (on their stage positions where it was their only pair). */
+            if (p[i].well == wi && p[i].refused && wq->refused++ == 0) {
+                snprintf(wq->first_refused[0], sizeof wq->first_refused[0], "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[p[i].a]);
+                snprintf(wq->first_refused[1], sizeof wq->first_refused[1], "%s/%s", plate->wells[wi].path,
+                         plate->wells[wi].positions[p[i].b]);
+            }
             /* The worst outlier, named: the counts alone do not say where
              * (two wrong pairs in one loop put ten tiles 34 px off; the
              * solve flagged the weaker one, residual 39 px). */

@@ -43,6 +43,8 @@
 /* Redone whatever the model says: unmatched or weak. */
 static bool unmatched_or_weak(const ts_register_result *r) { return !r->matched || r->confidence < MODEL_WEAK_CONF; }
 
+bool ts_stage_weak(const ts_register_result *r) { return r->matched && r->confidence < MODEL_WEAK_CONF; }
+
 bool ts_stage_may_redo(const ts_register_result *r) { return unmatched_or_weak(r) || r->unfitted; }
 
 /* The window: 4 spreads and 2 px more. The relative jitter of two tiles

@@ -33,6 +33,9 @@ typedef struct ts_stage_pair {
                            (0 in one process) */
     bool replaced;      /* set by ts_stage_reregister */
     bool rematched;     /* ... and unmatched in the first pass */
+    bool refused;       /* set by ts_stage_reregister: weak, outside the window, and the
+                           window search found nothing to take its place; res.matched is
+                           then false (left out of the solve and the file) */
 } ts_stage_pair;
 
 /* The model of one direction. */
@@ -63,6 +66,9 @@ typedef struct ts_stage_plan {
  * (which only the model can tell); estimate keeps the tiles of these for
  * the pass and reads an outlier's tiles again. */
 bool ts_stage_may_redo(const ts_register_result *r);
+/* Matched with a confidence the model does not trust on its own (under
+ * 0.5): redone, and refused when outside the window (ts_stage_reregister). */
+bool ts_stage_weak(const ts_register_result *r);
 
 /* Fits the model to p[0, n) (tiles h x w after orientation) and fills
  * plan[0, n). A direction without enough agreeing trusted pairs gets no
@@ -172,6 +178,7 @@ typedef struct ts_stage_summary {
     int64_t redone;                /* pairs searched again */
     int64_t replaced;              /* ... whose result was replaced */
     int64_t rematched;             /* ... of those, unmatched in the first pass */
+    int64_t refused;               /* pairs refused (ts_stage_pair.refused) */
     int64_t tile_reads;            /* tiles decoded again for it (this rank) */
 } ts_stage_summary;
 
@@ -179,7 +186,8 @@ typedef struct ts_stage_summary {
  * pairs again (on the pool and the ranks, each pair independent of the
  * schedule: the result does not depend on the thread or rank count) and
  * replaces p[i].res where the window search wins (ts_reregister_choose), on
- * every rank. p NULL: fails (out of memory) after taking part in the
+ * every rank. A weak pair outside the window that keeps its first result is
+ * refused (ts_stage_pair.refused). p NULL: fails (out of memory) after taking part in the
  * ranks' collectives. */
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
                               ts_error *err);

@@ -119,6 +119,15 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
             put_text(b, named[k].first);
             ts_strbuf_printf(b, "): check %s.</p>\n", named[k].n == 1 ? "it" : "them");
         }
+        if (q->refused) {
+            ts_strbuf_printf(b, "<p class=\"check\">%lld weak pair%s outside the stage's window refused (first: ",
+                             (long long)q->refused, q->refused == 1 ? "" : "s");
+            put_text(b, q->first_refused[0]);
+            ts_strbuf_printf(b, " &ndash; ");
+            put_text(b, q->first_refused[1]);
+            ts_strbuf_printf(b, "): %s tiles are placed without %s.</p>\n", q->refused == 1 ? "its" : "their",
+                             q->refused == 1 ? "it" : "them");
+        }
         if (q->worst_outlier[0][0]) {
             ts_strbuf_printf(b, "<p class=\"check\">Worst outlier: ");
             put_text(b, q->worst_outlier[0]);

@@ -21,7 +21,11 @@
  *   that registered it in the first pass (ts_stage_pair.rank, whose tiles
  *   it kept): with every pair to redo in rank 0's share, rank 1 reads no
  *   tile (an even split of the jobs had it read half of them), and both
- *   ranks end with one process's results. */
+ *   ranks end with one process's results;
+ * - a weak pair outside the window that the window search cannot replace
+ *   (its tile blank) is refused: unmatched, confidence 0, counted; a
+ *   confident one as far off stays (a slipped tile: the loop check's), and
+ *   so does a weak one inside the window. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -363,6 +367,45 @@ static void test_ranks_redo_their_own_pairs(void **state) {
     for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
 }
 
+/* The grid with its last tile blank: that tile's right-pair (from the
+ * left) measured 60 px off at confidence 0.3, its lower pair (from above)
+ * 60 px off at 0.8; one weak pair elsewhere 1 px off (inside the window). */
+static void test_refuses_weak_outlying(void **state) {
+    (void)state;
+    make_grid_tiles();
+    const int last = RG_COLS * RG_ROWS - 1;
+    for (int i = 0; i < RG_H * RG_W; i++) rg_tiles[last][i] = 100.0f;
+    static rank_job j;
+    memset(&j, 0, sizeof j);
+    j.n = grid_pairs(j.p);
+    int weak = -1, strong = -1, inside = -1;
+    for (int64_t i = 0; i < j.n; i++) {
+        ts_stage_pair *q = &j.p[i];
+        q->res.matched = true, q->res.confidence = 0.8, q->res.ncc = 0.9; /* row 0 matched too */
+        if (q->tb == last && q->dir == TS_PAIR_RIGHT) weak = (int)i;
+        if (q->tb == last && q->dir == TS_PAIR_BELOW) strong = (int)i;
+        if (q->ta == 6 && q->dir == TS_PAIR_RIGHT) inside = (int)i;
+    }
+    assert_true(weak >= 0 && strong >= 0 && inside >= 0);
+    j.p[weak].res.dx += 60, j.p[weak].res.confidence = 0.3, j.p[weak].res.ncc = 0.4;
+    j.p[strong].res.dy += 60;
+    j.p[inside].res.dx += 1, j.p[inside].res.confidence = 0.3;
+    const ts_register_result strong_before = j.p[strong].res;
+    redo_as_rank(&j);
+    assert_int_equal(j.st, TS_OK);
+    assert_true(j.p[weak].refused);
+    assert_false(j.p[weak].res.matched);
+    assert_true(j.p[weak].res.confidence == 0);
+    assert_int_equal(j.sum.refused, 1);
+    assert_false(j.p[strong].refused);
+    assert_memory_equal(&j.p[strong].res, &strong_before, sizeof strong_before);
+    assert_false(j.p[inside].refused);
+    assert_true(j.p[inside].res.matched);
+    for (int64_t i = 0; i < j.n; i++)
+        if (i != weak) assert_false(j.p[i].refused);
+    for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass),
@@ -370,6 +413,7 @@ int main(void) {
         cmocka_unit_test(test_probes_keep_nothing),
         cmocka_unit_test(test_add_uses),
         cmocka_unit_test(test_ranks_redo_their_own_pairs),
+        cmocka_unit_test(test_refuses_weak_outlying),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
