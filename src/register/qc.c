@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/graph_bridges.h"
 #include "common/union_find.h"
 #include "register/estimate_internal.h"
 
@@ -126,55 +127,19 @@ static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
 
 /* Marks bridge[i] for the matched pairs p[i] that are not outliers whose
  * removal would split their group (graph bridges: in no cycle of such
- * pairs; an outlier, which the solve all but ignores, closes no loop), by
- * one iterative depth-first search (Tarjan). False: out of memory. */
+ * pairs; an outlier, which the solve all but ignores, closes no loop).
+ * False: out of memory. */
 static bool graph_bridges(const ts_qc_pair *p, int64_t n, const int64_t *tile_base, int64_t ntiles,
                           unsigned char *bridge) {
-    const size_t nt = (size_t)(ntiles ? ntiles : 1);
-    int64_t *start = calloc(nt + 1, sizeof *start), *adj = malloc((size_t)(2 * n + 1) * sizeof *adj);
-    int64_t *disc = malloc(nt * sizeof *disc), *low = malloc(nt * sizeof *low), *up = malloc(nt * sizeof *up);
-    int64_t *next = malloc(nt * sizeof *next), *stack = malloc(nt * sizeof *stack);
-    bool ok = start && adj && disc && low && up && next && stack;
-    if (ok) {
-        memset(bridge, 0, (size_t)n);
-        for (int64_t i = 0; i < n; i++)
-            if (p[i].matched && !p[i].outlier)
-                start[tile_base[p[i].well] + p[i].a + 1]++, start[tile_base[p[i].well] + p[i].b + 1]++;
-        for (int64_t t = 0; t < ntiles; t++) start[t + 1] += start[t];
-        for (int64_t t = 0; t < ntiles; t++) next[t] = start[t];
-        for (int64_t i = 0; i < n; i++) /* adjacency entries are pair indices */
-            if (p[i].matched && !p[i].outlier)
-                adj[next[tile_base[p[i].well] + p[i].a]++] = i, adj[next[tile_base[p[i].well] + p[i].b]++] = i;
-        for (int64_t t = 0; t < ntiles; t++) disc[t] = -1, next[t] = start[t];
-        int64_t clock = 0;
-        for (int64_t root = 0; root < ntiles; root++) {
-            if (disc[root] >= 0) continue;
-            int64_t depth = 0;
-            stack[depth++] = root, disc[root] = low[root] = clock++, up[root] = -1;
-            while (depth) {
-                const int64_t v = stack[depth - 1];
-                if (next[v] < start[v + 1]) {
-                    const int64_t e = adj[next[v]++];
-                    if (e == up[v]) continue;
-                    const int64_t ta = tile_base[p[e].well] + p[e].a, u = ta == v ? tile_base[p[e].well] + p[e].b : ta;
-                    if (disc[u] < 0) {
-                        up[u] = e, disc[u] = low[u] = clock++;
-                        stack[depth++] = u;
-                    } else if (disc[u] < low[v]) {
-                        low[v] = disc[u];
-                    }
-                    continue;
-                }
-                depth--;
-                if (depth) {
-                    const int64_t w = stack[depth - 1];
-                    if (low[v] < low[w]) low[w] = low[v];
-                    if (low[v] > disc[w]) bridge[up[v]] = 1;
-                }
-            }
-        }
+    int64_t(*ends)[2] = malloc((size_t)(n ? n : 1) * sizeof *ends);
+    unsigned char *use = malloc((size_t)(n ? n : 1));
+    bool ok = ends && use;
+    for (int64_t i = 0; ok && i < n; i++) {
+        ends[i][0] = tile_base[p[i].well] + p[i].a, ends[i][1] = tile_base[p[i].well] + p[i].b;
+        use[i] = p[i].matched && !p[i].outlier;
     }
-    free(start), free(adj), free(disc), free(low), free(up), free(next), free(stack);
+    ok = ok && ts_graph_bridges(ntiles, n, (const int64_t(*)[2])ends, use, bridge);
+    free(ends), free(use);
     return ok;
 }
 

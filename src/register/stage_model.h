@@ -33,9 +33,10 @@ typedef struct ts_stage_pair {
                            (0 in one process) */
     bool replaced;      /* set by ts_stage_reregister */
     bool rematched;     /* ... and unmatched in the first pass */
-    bool refused;       /* set by ts_stage_reregister: weak, outside the window, and the
-                           window search found nothing to take its place; res.matched is
-                           then false (left out of the solve and the file) */
+    bool refused;       /* set by ts_stage_reregister: outside the window, the window
+                           search found nothing to take its place, and weak, or confident
+                           but far off and in no loop of pairs (stage_pass.c); res.matched
+                           is then false (left out of the solve and the file) */
 } ts_stage_pair;
 
 /* The model of one direction. */
@@ -67,7 +68,8 @@ typedef struct ts_stage_plan {
  * the pass and reads an outlier's tiles again. */
 bool ts_stage_may_redo(const ts_register_result *r);
 /* Matched with a confidence the model does not trust on its own (under
- * 0.5): redone, and refused when outside the window (ts_stage_reregister). */
+ * 0.5): redone, and refused when outside the window and not replaced
+ * (ts_stage_reregister). */
 bool ts_stage_weak(const ts_register_result *r);
 
 /* Fits the model to p[0, n) (tiles h x w after orientation) and fills
@@ -186,8 +188,8 @@ typedef struct ts_stage_summary {
  * pairs again (on the pool and the ranks, each pair independent of the
  * schedule: the result does not depend on the thread or rank count) and
  * replaces p[i].res where the window search wins (ts_reregister_choose), on
- * every rank. A weak pair outside the window that keeps its first result is
- * refused (ts_stage_pair.refused). p NULL: fails (out of memory) after taking part in the
+ * every rank. A pair outside the window that keeps its first result is
+ * refused when weak, or far off and in no loop (ts_stage_pair.refused). p NULL: fails (out of memory) after taking part in the
  * ranks' collectives. */
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
                               ts_error *err);

@@ -7,12 +7,14 @@
  * thread or rank count. */
 #include "register/stage_model.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/graph_bridges.h"
 #include "mpi/dist.h"
 
 /* A pair the first pass left unmatched (nothing in its strips reached
@@ -190,6 +192,65 @@ done:
     return st;
 }
 
+/* The pairs outside the window that the window search did not replace
+ * (plan[i].outlying, not replaced), refused: unmatched from here on, left
+ * out of the solve and the file (sum->refused counts them).
+ * - Weak ones (ts_stage_weak), always: the stage the trusted pairs
+ *   measured does not put their tiles there (4 spreads and 2 px hold all
+ *   but 6e-5 of a Gaussian stage's pairs), and their own evidence is weak.
+ *   Kept, one placed a tile whose other pairs are blank 96 px off at
+ *   confidence 0.22 (a right pair 84 px off in y, window 22), exit 0: over
+ *   180 `tessera simulate` plates with 20-40% blank tiles 53 of the 129
+ *   written pairs more than 3 px off were such pairs, and 2 of the 6762
+ *   right ones, each just past the window (docs/register.md, "Refused
+ *   pairs").
+ * - Confident ones only where no loop of matched pairs runs through them
+ *   (a graph bridge, after the weak ones are out) and more than
+ *   FAR_WINDOWS windows off: a slipped tile's pairs are all off the model
+ *   and agree with each other, which the solve's loop check sees; a lone
+ *   pair has nothing to check it against. Over those plates (seeds 1-40) 9
+ *   confident pairs outside the window were 48-83 px off, 1.6-4.0 windows
+ *   out, and the 6 right ones 1.01-1.31 (refused at 1 window, two of them,
+ *   each its corner tile's only pair, put the tile 5-6 px off). */
+#define FAR_WINDOWS 1.5
+
+/* How many windows of its direction's model pair i lies off its
+ * prediction (the larger of the two components). */
+static double windows_off(const ts_stage_pair *q, const ts_stage_plan *pl, const ts_stage_model *m) {
+    const ts_stage_dir *md = &m->dir[q->dir];
+    return fmax(fabs(q->res.dy - pl->ey) / fmax(md->radius[0], 1), fabs(q->res.dx - pl->ex) / fmax(md->radius[1], 1));
+}
+
+static ts_status refuse_outlying(ts_stage_pair *p, int64_t n, const ts_stage_plan *plan, int64_t ntiles,
+                                 ts_stage_summary *sum, ts_error *err) {
+    for (int64_t i = 0; i < n; i++) {
+        ts_stage_pair *q = &p[i];
+        if (!plan[i].outlying || q->replaced || !ts_stage_weak(&q->res)) continue;
+        q->refused = true;
+    }
+    const size_t nn = (size_t)(n > 0 ? n : 1);
+    int64_t(*ends)[2] = malloc(nn * sizeof *ends);
+    unsigned char *use = malloc(nn), *bridge = malloc(nn);
+    bool ok = ends && use && bridge;
+    for (int64_t i = 0; ok && i < n; i++) {
+        ends[i][0] = p[i].ta, ends[i][1] = p[i].tb;
+        use[i] = p[i].res.matched && !p[i].refused;
+    }
+    ok = ok && ts_graph_bridges(ntiles, n, (const int64_t(*)[2])ends, use, bridge);
+    for (int64_t i = 0; ok && i < n; i++)
+        if (plan[i].outlying && !p[i].replaced && use[i] && bridge[i] && windows_off(&p[i], &plan[i], &sum->model) > FAR_WINDOWS)
+            p[i].refused = true;
+    free(ends), free(use), free(bridge);
+    if (!ok) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the loops of %lld pairs", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        if (!p[i].refused) continue;
+        p[i].res.matched = false;
+        p[i].res.confidence = 0;
+        sum->refused++;
+    }
+    return TS_OK;
+}
+
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
                               ts_error *err) {
     memset(sum, 0, sizeof *sum);
@@ -229,24 +290,8 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
         sum->replaced += q->replaced;
         sum->rematched += q->rematched;
     }
-    /* A weak pair outside the window whose window found nothing better is
-     * refused: the stage the trusted pairs measured does not put its tiles
-     * there (4 spreads and 2 px hold all but 6e-5 of a Gaussian stage's
-     * pairs), and its own evidence is weak. Kept, it placed a tile whose
-     * other pairs are blank 96 px off at confidence 0.22 (a right pair 84
-     * px off in y, window 22), exit 0: over 180 `tessera simulate` plates
-     * with 20-40% blank tiles 53 of the 129 written pairs more than 3 px
-     * off were such pairs, and 2 of the 6762 right ones, each just past
-     * the window (docs/register.md, "Refused pairs"). A confident pair
-     * outside it stays: a slipped tile, which the loop check judges. */
-    for (int64_t i = 0; st == TS_OK && i < n; i++) {
-        ts_stage_pair *q = &p[i];
-        if (!plan[i].outlying || q->replaced || !ts_stage_weak(&q->res)) continue;
-        q->refused = true;
-        q->res.matched = false;
-        q->res.confidence = 0;
-        sum->refused++;
-    }
+    /* (every rank refuses the same pairs; a failure on one reaches all) */
+    if (st == TS_OK) st = ts_dist_agree(ps->dist, refuse_outlying(p, n, plan, ps->ntiles, sum, err), err);
     free(geo), free(jobs), free(plan);
     return st;
 }

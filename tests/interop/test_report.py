@@ -155,5 +155,18 @@ for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged"
     check(n > 0 and f"{n} tile{'s' if n > 1 else ''} {what}" in html and f"(first: {first})" in html,
           f"report: {key} tiles ({n}, {first}) not named")
 
+# ... and the pairs refused by the stage pass: on this plate (30% blank) a
+# corner tile's only pair, 84 px off the stage model (docs/register.md).
+run("simulate", "-o", path("ref.zarr"), "--grid", "6x6", "--tile", "256x256", "--overlap", "32", "--jitter", "8",
+    "--blank", "0.3", "--seed", "6", "--format", "0.4", "-q")
+p = run("estimate", path("ref.zarr"), "-o", path("ref.yaml"), "--overlap", "32", "--accept-poor", "--json",
+        "--report", path("ref.html"))
+wq = json.loads(p.stdout)["well_qc"][0]
+with open(path("ref.html")) as f:
+    html = f.read()
+n, first = wq["refused_pairs"], wq["first_refused_pair"]
+check(n > 0 and f"{n} pair{'s' if n > 1 else ''} outside the stage's window refused" in html and first
+      and f"(first: {first[0]} &ndash; {first[1]})" in html, f"report: refused pairs ({n}, {first}) not named")
+
 shutil.rmtree(TMP, ignore_errors=True)
 finish()

@@ -15,7 +15,9 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/graph_bridges.h"
 #include "common/pool.h"
+#include "xorshift.h"
 
 static atomic_llong sum;
 
@@ -206,6 +208,51 @@ static void test_error_context(void **state) {
     assert_int_equal(err.code, TS_ERR_CORRUPT);
 }
 
+/* Components of the used edges but one (skip), by repeated relaxation
+ * (brute force: the reference). */
+static int groups_without(int nv, int ne, const int64_t (*ends)[2], const unsigned char *use, int skip, int *label) {
+    for (int v = 0; v < nv; v++) label[v] = v;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int e = 0; e < ne; e++) {
+            if (!use[e] || e == skip) continue;
+            int a = (int)ends[e][0], b = (int)ends[e][1], m = label[a] < label[b] ? label[a] : label[b];
+            if (label[a] != m || label[b] != m) label[a] = label[b] = m, moved = true;
+        }
+    }
+    int n = 0;
+    for (int v = 0; v < nv; v++) n += label[v] == v;
+    return n;
+}
+
+/* ts_graph_bridges against brute force (an edge is a bridge when taking it
+ * out adds a group) on random sparse graphs with parallel edges, self
+ * loops and unused edges. */
+static void test_graph_bridges_brute_force(void **state) {
+    (void)state;
+    uint64_t rng = 20261202;
+    int64_t ends[40][2];
+    unsigned char use[40], bridge[40];
+    int label[16];
+    long bridges = 0;
+    for (int g = 0; g < 2000; g++) {
+        const int nv = 2 + (int)(xorshift64(&rng) % 15), ne = (int)(xorshift64(&rng) % 40);
+        for (int e = 0; e < ne; e++) {
+            ends[e][0] = (int64_t)(xorshift64(&rng) % (uint64_t)nv);
+            ends[e][1] = (int64_t)(xorshift64(&rng) % (uint64_t)nv);
+            use[e] = xorshift64(&rng) % 5 != 0;
+        }
+        assert_true(ts_graph_bridges(nv, ne, (const int64_t(*)[2])ends, use, bridge));
+        const int base = groups_without(nv, ne, (const int64_t(*)[2])ends, use, -1, label);
+        for (int e = 0; e < ne; e++) {
+            const bool want = use[e] && groups_without(nv, ne, (const int64_t(*)[2])ends, use, e, label) > base;
+            assert_int_equal(bridge[e], want);
+            bridges += want;
+        }
+    }
+    assert_true(bridges > 1000); /* not vacuous */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_sums_every_index_once),
@@ -214,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_write_leaves_foreign_temporaries),
         cmocka_unit_test(test_temp_dirs_and_their_sweep),
         cmocka_unit_test(test_error_context),
+        cmocka_unit_test(test_graph_bridges_brute_force),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,9 +23,10 @@
  *   tile (an even split of the jobs had it read half of them), and both
  *   ranks end with one process's results;
  * - a weak pair outside the window that the window search cannot replace
- *   (its tile blank) is refused: unmatched, confidence 0, counted; a
- *   confident one as far off stays (a slipped tile: the loop check's), and
- *   so does a weak one inside the window. */
+ *   (its tile blank) is refused: unmatched, confidence 0, counted; so is a
+ *   confident one far outside it that no loop of pairs runs through; a
+ *   slipped tile's confident pairs, which close their loops, stay, and so
+ *   does a weak pair inside the window. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -367,42 +368,55 @@ static void test_ranks_redo_their_own_pairs(void **state) {
     for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
 }
 
-/* The grid with its last tile blank: that tile's right-pair (from the
- * left) measured 60 px off at confidence 0.3, its lower pair (from above)
- * 60 px off at 0.8; one weak pair elsewhere 1 px off (inside the window). */
-static void test_refuses_weak_outlying(void **state) {
+/* The grid with two blank tiles, which the window search cannot place:
+ * the last, whose right pair (from the left) measured 60 px off at
+ * confidence 0.3 and whose lower pair (from above) 60 px off at 0.8; and
+ * tile 7 (inside the grid), slipped: its four pairs 60 px off in y, all
+ * at 0.8, agreeing with each other. One weak pair elsewhere is 1 px off
+ * (inside the window). */
+static void test_refuses_outlying(void **state) {
     (void)state;
     make_grid_tiles();
-    const int last = RG_COLS * RG_ROWS - 1;
-    for (int i = 0; i < RG_H * RG_W; i++) rg_tiles[last][i] = 100.0f;
+    const int last = RG_COLS * RG_ROWS - 1, slipped = 7;
+    for (int i = 0; i < RG_H * RG_W; i++) rg_tiles[last][i] = rg_tiles[slipped][i] = 100.0f;
     static rank_job j;
     memset(&j, 0, sizeof j);
     j.n = grid_pairs(j.p);
-    int weak = -1, strong = -1, inside = -1;
+    int weak = -1, lone = -1, inside = -1;
     for (int64_t i = 0; i < j.n; i++) {
         ts_stage_pair *q = &j.p[i];
         q->res.matched = true, q->res.confidence = 0.8, q->res.ncc = 0.9; /* row 0 matched too */
         if (q->tb == last && q->dir == TS_PAIR_RIGHT) weak = (int)i;
-        if (q->tb == last && q->dir == TS_PAIR_BELOW) strong = (int)i;
-        if (q->ta == 6 && q->dir == TS_PAIR_RIGHT) inside = (int)i;
+        if (q->tb == last && q->dir == TS_PAIR_BELOW) lone = (int)i;
+        if (q->ta == 11 && q->dir == TS_PAIR_RIGHT) inside = (int)i;
+        if (q->tb == slipped) q->res.dy += 60;
+        if (q->ta == slipped) q->res.dy -= 60;
     }
-    assert_true(weak >= 0 && strong >= 0 && inside >= 0);
+    assert_true(weak >= 0 && lone >= 0 && inside >= 0);
     j.p[weak].res.dx += 60, j.p[weak].res.confidence = 0.3, j.p[weak].res.ncc = 0.4;
-    j.p[strong].res.dy += 60;
+    j.p[lone].res.dy += 60;
     j.p[inside].res.dx += 1, j.p[inside].res.confidence = 0.3;
-    const ts_register_result strong_before = j.p[strong].res;
+    ts_stage_pair before[64];
+    memcpy(before, j.p, sizeof before);
     redo_as_rank(&j);
     assert_int_equal(j.st, TS_OK);
-    assert_true(j.p[weak].refused);
-    assert_false(j.p[weak].res.matched);
-    assert_true(j.p[weak].res.confidence == 0);
-    assert_int_equal(j.sum.refused, 1);
-    assert_false(j.p[strong].refused);
-    assert_memory_equal(&j.p[strong].res, &strong_before, sizeof strong_before);
-    assert_false(j.p[inside].refused);
-    assert_true(j.p[inside].res.matched);
-    for (int64_t i = 0; i < j.n; i++)
-        if (i != weak) assert_false(j.p[i].refused);
+    /* the weak one, and the confident one its refusal leaves alone */
+    for (int k = 0; k < 2; k++) {
+        const ts_stage_pair *q = &j.p[k ? lone : weak];
+        assert_true(q->refused);
+        assert_false(q->res.matched);
+        assert_true(q->res.confidence == 0);
+    }
+    assert_int_equal(j.sum.refused, 2);
+    /* the slipped tile's pairs (loops through them close) and the weak one
+     * inside the window stay as they were */
+    for (int64_t i = 0; i < j.n; i++) {
+        if (i == weak || i == lone) continue;
+        assert_false(j.p[i].refused);
+        assert_true(j.p[i].res.matched);
+        if (j.p[i].ta == slipped || j.p[i].tb == slipped)
+            assert_memory_equal(&j.p[i].res, &before[i].res, sizeof before[i].res);
+    }
     for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
 }
 
@@ -413,7 +427,7 @@ int main(void) {
         cmocka_unit_test(test_probes_keep_nothing),
         cmocka_unit_test(test_add_uses),
         cmocka_unit_test(test_ranks_redo_their_own_pairs),
-        cmocka_unit_test(test_refuses_weak_outlying),
+        cmocka_unit_test(test_refuses_outlying),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
