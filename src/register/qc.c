@@ -118,6 +118,19 @@ bool ts_qc_low_coverage(const ts_overlap_qc *q) {
     return q->pairs >= QC_MIN_PAIRS && 2 * q->trusted < q->pairs;
 }
 
+/* "A/1/004003": position pos of well wi, as the summary names tiles, into
+ * one of ts_estimate_well_qc's name fields (all of one size). */
+#define TILE_NAME_CAP sizeof(((ts_estimate_well_qc *)0)->first_hanging)
+_Static_assert(sizeof(((ts_estimate_well_qc *)0)->first_untrusted) == TILE_NAME_CAP &&
+                   sizeof(((ts_estimate_well_qc *)0)->first_bridged) == TILE_NAME_CAP &&
+                   sizeof(((ts_estimate_well_qc *)0)->first_cut_off) == TILE_NAME_CAP &&
+                   sizeof(((ts_estimate_well_qc *)0)->first_refused[0]) == TILE_NAME_CAP &&
+                   sizeof(((ts_estimate_well_qc *)0)->worst_outlier[0]) == TILE_NAME_CAP,
+               "the well QC's tile names are of one size");
+static void tile_name(char *name, const ts_plate *plate, int wi, int64_t pos) {
+    snprintf(name, TILE_NAME_CAP, "%s/%s", plate->wells[wi].path, plate->wells[wi].positions[pos]);
+}
+
 static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
     int64_t measured = wq->dir[0].measured + wq->dir[1].measured;
     int64_t outliers = wq->dir[0].outliers + wq->dir[1].outliers;
@@ -209,30 +222,26 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
              * a count of pairs (a corner tile whose two pairs were both
              * wrong, 5 px off, on a plate whose verdict is ok). */
             if (paired[t] && !vouched[t] && wq->untrusted++ == 0)
-                snprintf(wq->first_untrusted, sizeof wq->first_untrusted, "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[t - tile_base[wi]]);
+                tile_name(wq->first_untrusted, plate, wi, t - tile_base[wi]);
             /* Joined to the well's largest group by diagonal bridges, which
              * the grid pairs left outside it: said and named too (a corner
              * is a smaller overlap than any grid pair's). */
             if (ts_uf_find(tparent, (int)t) == tmain && ts_uf_find(gparent, (int)t) != gmain && wq->bridged++ == 0)
-                snprintf(wq->first_bridged, sizeof wq->first_bridged, "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[t - tile_base[wi]]);
+                tile_name(wq->first_bridged, plate, wi, t - tile_base[wi]);
             /* A group of its own, placed on the grid: its tiles matched each
              * other, so it has content, but nothing places it against the
              * rest (a row cut off by blank tiles was 3.4-7 px off). Said
              * and named, not only counted in groups. */
             const int root = ts_uf_find(parent, (int)t);
             if (root != main_group && size[root] >= 2 && wq->cut_off++ == 0)
-                snprintf(wq->first_cut_off, sizeof wq->first_cut_off, "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[t - tile_base[wi]]);
+                tile_name(wq->first_cut_off, plate, wi, t - tile_base[wi]);
             /* Hanging on one weak pair: in the main group only through a
              * pair of confidence under QC_HANG_CONF in no loop, or through
              * outliers, whose error, whatever it is, moves them all (13
              * tiles of a simulated well 51 px off, verdict ok, held by a
              * weak pair whose only loop ran through an outlier). */
             if (anchor != -2 && root == main_group && ts_uf_find(hparent, (int)t) != anchor && wq->hanging++ == 0)
-                snprintf(wq->first_hanging, sizeof wq->first_hanging, "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[t - tile_base[wi]]);
+                tile_name(wq->first_hanging, plate, wi, t - tile_base[wi]);
             wq->groups += root == (int)t;
         }
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)] = 0;
@@ -242,20 +251,16 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
             /* Refused by the stage pass: its tiles are placed without it
              * (on their stage positions where it was their only pair). */
             if (p[i].well == wi && p[i].refused && wq->refused++ == 0) {
-                snprintf(wq->first_refused[0], sizeof wq->first_refused[0], "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[p[i].a]);
-                snprintf(wq->first_refused[1], sizeof wq->first_refused[1], "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[p[i].b]);
+                tile_name(wq->first_refused[0], plate, wi, p[i].a);
+                tile_name(wq->first_refused[1], plate, wi, p[i].b);
             }
             /* The worst outlier, named: the counts alone do not say where
              * (two wrong pairs in one loop put ten tiles 34 px off; the
              * solve flagged the weaker one, residual 39 px). */
             if (p[i].well == wi && p[i].matched && p[i].outlier && p[i].residual > wq->worst_outlier_px) {
                 wq->worst_outlier_px = p[i].residual;
-                snprintf(wq->worst_outlier[0], sizeof wq->worst_outlier[0], "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[p[i].a]);
-                snprintf(wq->worst_outlier[1], sizeof wq->worst_outlier[1], "%s/%s", plate->wells[wi].path,
-                         plate->wells[wi].positions[p[i].b]);
+                tile_name(wq->worst_outlier[0], plate, wi, p[i].a);
+                tile_name(wq->worst_outlier[1], plate, wi, p[i].b);
             }
         }
         wq->verdict = well_verdict(wq);

@@ -41,9 +41,9 @@
 #define MODEL_REDO_ALL 0.25
 
 /* Redone whatever the model says: unmatched or weak. */
-static bool unmatched_or_weak(const ts_register_result *r) { return !r->matched || r->confidence < MODEL_WEAK_CONF; }
-
 bool ts_stage_weak(const ts_register_result *r) { return r->matched && r->confidence < MODEL_WEAK_CONF; }
+
+static bool unmatched_or_weak(const ts_register_result *r) { return !r->matched || ts_stage_weak(r); }
 
 bool ts_stage_may_redo(const ts_register_result *r) { return unmatched_or_weak(r) || r->unfitted; }
 
@@ -118,7 +118,7 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
     for (int d = 0; d < 2; d++) fit_dir(p, n, d, h, w, v, scratch, &m->dir[d]);
     for (int64_t i = 0; i < n; i++) {
         const ts_stage_dir *md = &m->dir[p[i].dir];
-        plan[i] = (ts_stage_plan){false, false, p[i].gy + md->offset[0], p[i].gx + md->offset[1]};
+        plan[i] = (ts_stage_plan){false, false, p[i].gy + md->offset[0], p[i].gx + md->offset[1], 0};
     }
     /* Per (well, direction, line): the line's inliers' medians. Pairs are
      * grouped by a sort key, so this is O(n log n) whatever the layout. */
@@ -156,7 +156,11 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
         const ts_stage_dir *md = &m->dir[p[i].dir];
         if (!md->valid) continue;
         ts_stage_plan *pl = &plan[i];
-        pl->outlying = p[i].res.matched && (fabs(p[i].res.dy - pl->ey) > md->radius[0] || fabs(p[i].res.dx - pl->ex) > md->radius[1]);
+        /* (radii are at least 2 px: window_radius) */
+        pl->windows_off = p[i].res.matched ? fmax(fabs(p[i].res.dy - pl->ey) / md->radius[0],
+                                                  fabs(p[i].res.dx - pl->ex) / md->radius[1])
+                                           : 0;
+        pl->outlying = pl->windows_off > 1;
         const bool all = md->radius[p[i].dir == TS_PAIR_RIGHT ? 1 : 0] > MODEL_REDO_ALL * md->overlap;
         /* (besides the outliers, a subset of ts_stage_may_redo's) */
         pl->redo = unmatched_or_weak(&p[i].res) || (all && p[i].res.unfitted) || pl->outlying;

@@ -57,8 +57,11 @@ typedef struct ts_stage_model {
 /* What to do with one pair. */
 typedef struct ts_stage_plan {
     bool redo;           /* re-register inside the window */
-    bool outlying;       /* its measurement lies outside the window */
+    bool outlying;       /* its measurement lies outside the window (windows_off > 1) */
     double ey, ex;       /* predicted origin offset (its row's or column's median) */
+    double windows_off;  /* how many windows off the prediction it lies (the larger of the
+                            two components' |offset - prediction| / radius; 0 unmatched or
+                            without a model) */
 } ts_stage_plan;
 
 /* Whether the model's plan may redo a pair from its first result alone:
@@ -189,8 +192,9 @@ typedef struct ts_stage_summary {
  * schedule: the result does not depend on the thread or rank count) and
  * replaces p[i].res where the window search wins (ts_reregister_choose), on
  * every rank. A pair outside the window that keeps its first result is
- * refused when weak, or far off and in no loop (ts_stage_pair.refused). p NULL: fails (out of memory) after taking part in the
- * ranks' collectives. */
+ * refused when weak, or far off and in no loop (ts_stage_pair.refused).
+ * p NULL: fails (out of memory) after taking part in the ranks'
+ * collectives. */
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,
                               ts_error *err);
 

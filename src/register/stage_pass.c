@@ -7,7 +7,6 @@
  * thread or rank count. */
 #include "register/stage_model.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -214,13 +213,6 @@ done:
  *   each its corner tile's only pair, put the tile 5-6 px off). */
 #define FAR_WINDOWS 1.5
 
-/* How many windows of its direction's model pair i lies off its
- * prediction (the larger of the two components). */
-static double windows_off(const ts_stage_pair *q, const ts_stage_plan *pl, const ts_stage_model *m) {
-    const ts_stage_dir *md = &m->dir[q->dir];
-    return fmax(fabs(q->res.dy - pl->ey) / fmax(md->radius[0], 1), fabs(q->res.dx - pl->ex) / fmax(md->radius[1], 1));
-}
-
 static ts_status refuse_outlying(ts_stage_pair *p, int64_t n, const ts_stage_plan *plan, int64_t ntiles,
                                  ts_stage_summary *sum, ts_error *err) {
     for (int64_t i = 0; i < n; i++) {
@@ -238,7 +230,7 @@ static ts_status refuse_outlying(ts_stage_pair *p, int64_t n, const ts_stage_pla
     }
     ok = ok && ts_graph_bridges(ntiles, n, (const int64_t(*)[2])ends, use, bridge);
     for (int64_t i = 0; ok && i < n; i++)
-        if (plan[i].outlying && !p[i].replaced && use[i] && bridge[i] && windows_off(&p[i], &plan[i], &sum->model) > FAR_WINDOWS)
+        if (plan[i].outlying && !p[i].replaced && use[i] && bridge[i] && plan[i].windows_off > FAR_WINDOWS)
             p[i].refused = true;
     free(ends), free(use), free(bridge);
     if (!ok) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the loops of %lld pairs", (long long)n);

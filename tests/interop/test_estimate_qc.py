@@ -244,17 +244,11 @@ def hanging_reference_check():
     through an outlier holds 13 tiles 51 px off (verdict ok). --json's
     hanging tiles per well are the brute-force reference's."""
     label = "hanging tiles"
-    plate = os.path.join(TMP, "hang.zarr")
-    r = run("simulate", "-o", plate, "--grid", "7x6", "--wells", "A/1,B/2,C/3", "--tile", "128x128", "--blank", 0.3,
-            "--seed", 15, "-q")
-    check(r.returncode == 0, f"{label}: simulate: {r.stderr}")
-    out = os.path.join(TMP, "hang.yaml")
-    p = run("estimate", plate, "-o", out, "--overlap", 16, "--accept-poor", "--json")
-    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
-    if r.returncode or p.returncode:
+    p, j, s, _ = simulated(label, "hang", 16, "--grid", "7x6", "--wells", "A/1,B/2,C/3", "--tile", "128x128",
+                           "--blank", 0.3, "--seed", 15)
+    if p is None:
         return
-    s = rp.read_shifts(out)
-    for w in json.loads(p.stdout)["well_qc"]:
+    for w in j["well_qc"]:
         first, n = hanging_reference(s, w["well"])
         check((w["first_hanging_tile"], w["hanging_tiles"]) == (first, n),
               f"{label}: {w['well']}: --json {w['first_hanging_tile']}, {w['hanging_tiles']}; reference {first}, {n}")
@@ -262,20 +256,33 @@ def hanging_reference_check():
     check(c3 and c3[0]["hanging_tiles"] >= 13, f"{label}: C/3 names {c3[0]['hanging_tiles'] if c3 else None} tiles")
 
 
-def blank_plate(label, name, blank, seed):
-    """A 7x7 `tessera simulate` plate of 128 px tiles (overlap 24, jitter
-    6) with a share of blank tiles, estimated: (the run, its well_qc, the
-    shifts file), or Nones when a step failed."""
+def simulated(label, name, overlap, *sim, truth=False):
+    """A `tessera simulate` plate (format 0.4; sim: more simulate flags),
+    estimated with --accept-poor --json: (the run, its --json, the shifts
+    file, the true origins or None), or Nones when a step failed."""
     plate = os.path.join(TMP, name + ".zarr")
-    r = run("simulate", "-o", plate, "--grid", "7x7", "--tile", "128x128", "--overlap", 24, "--jitter", 6,
-            "--blank", blank, "--seed", seed, "--format", "0.4", "-q")
+    true = os.path.join(TMP, name + ".truth.yaml")
+    r = run("simulate", "-o", plate, "--overlap", overlap, *sim, "--format", "0.4", "-q",
+            *(["--truth", true] if truth else []))
     check(r.returncode == 0, f"{label}: simulate: {r.stderr}")
     out = os.path.join(TMP, name + ".yaml")
-    p = run("estimate", plate, "-o", out, "--overlap", 24, "--accept-poor", "--json")
+    p = run("estimate", plate, "-o", out, "--overlap", overlap, "--accept-poor", "--json")
     check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
     if r.returncode or p.returncode:
-        return None, None, None
-    return p, json.loads(p.stdout)["well_qc"][0], rp.read_shifts(out)
+        return None, None, None, None
+    t = None
+    if truth:
+        with open(true) as f:
+            t = yaml.safe_load(f)["positions"]
+    return p, json.loads(p.stdout), rp.read_shifts(out), t
+
+
+def blank_plate(label, name, blank, seed):
+    """A 7x7 plate of 128 px tiles (overlap 24, jitter 6) with a share of
+    blank tiles, estimated: (the run, its well_qc, the shifts file)."""
+    p, j, s, _ = simulated(label, name, 24, "--grid", "7x7", "--tile", "128x128", "--jitter", 6, "--blank", blank,
+                           "--seed", seed)
+    return p, j and j["well_qc"][0], s
 
 
 def worst_outlier_named():
@@ -369,18 +376,11 @@ def refused_pair():
     refused, said and named, not in the file, and every tile with content
     is within the stage's reach of the truth (2 x jitter + 2 px)."""
     label = "refused pair"
-    plate = os.path.join(TMP, "refused.zarr")
-    truth = os.path.join(TMP, "refused.truth.yaml")
     jitter = 8
-    r = run("simulate", "-o", plate, "--grid", "6x6", "--tile", "256x256", "--overlap", 32, "--jitter", jitter,
-            "--blank", 0.3, "--seed", 6, "--format", "0.4", "--truth", truth, "-q")
-    check(r.returncode == 0, f"{label}: simulate: {r.stderr}")
-    out = os.path.join(TMP, "refused_pair.yaml")
-    p = run("estimate", plate, "-o", out, "--overlap", 32, "--accept-poor", "--json")
-    check(p.returncode == 0, f"{label}: estimate exited {p.returncode}: {p.stderr}")
-    if r.returncode or p.returncode:
+    p, j, s, t = simulated(label, "refused", 32, "--grid", "6x6", "--tile", "256x256", "--jitter", jitter,
+                           "--blank", 0.3, "--seed", 6, truth=True)
+    if p is None:
         return
-    j = json.loads(p.stdout)
     w = j["well_qc"][0]
     check(j["refused_pairs"] >= 1 and w["refused_pairs"] == j["refused_pairs"] and w["first_refused_pair"],
           f"{label}: refused_pairs {j['refused_pairs']}, well_qc {w}")
@@ -388,12 +388,10 @@ def refused_pair():
         return
     a, b = w["first_refused_pair"]
     check(f"refused ({a} {b}" in p.stderr, f"{label}: the summary does not name {a} {b}: {p.stderr}")
-    s = rp.read_shifts(out)
     check(not any(q[0] == a and q[1] == b for q in s["pairs"]["A/1"]), f"{label}: the refused pair is in the file")
-    with open(truth) as f:
-        t = yaml.safe_load(f)["positions"]
     # Not vacuous: without the stage model the pair is in the file, far off.
     nsm = os.path.join(TMP, "refused_nsm.yaml")
+    plate = os.path.join(TMP, "refused.zarr")
     q = run("estimate", plate, "-o", nsm, "--overlap", 32, "--accept-poor", "-q", "--no-stage-model")
     first = [x for x in rp.read_shifts(nsm)["pairs"]["A/1"] if x[0] == a and x[1] == b] if q.returncode == 0 else []
     check(len(first) == 1 and np.hypot(first[0][2] - (t[b][0] - t[a][0]), first[0][3] - (t[b][1] - t[a][1])) > 20,
@@ -418,20 +416,16 @@ def rematches_right():
     kept = 0
     for grid, ov, jit, blank, seed in (("7x7", 24, 6, 0.2, 18), ("8x8", 16, 5, 0.25, 8)):
         name = f"rematch_{grid}_s{seed}"
-        plate, truth = os.path.join(TMP, name + ".zarr"), os.path.join(TMP, name + ".truth.yaml")
-        r = run("simulate", "-o", plate, "--grid", grid, "--tile", "128x128", "--overlap", ov, "--jitter", jit,
-                "--blank", blank, "--seed", seed, "--format", "0.4", "--truth", truth, "-q")
-        outs = [os.path.join(TMP, name + x) for x in (".yaml", ".nsm.yaml")]
-        p = run("estimate", plate, "-o", outs[0], "--overlap", ov, "--accept-poor", "-q")
-        q = run("estimate", plate, "-o", outs[1], "--overlap", ov, "--accept-poor", "-q", "--no-stage-model")
-        check(r.returncode == 0 and p.returncode == 0 and q.returncode == 0,
-              f"{label}: {name}: {r.stderr} {p.stderr} {q.stderr}")
-        if r.returncode or p.returncode or q.returncode:
+        p, _, s, t = simulated(label, name, ov, "--grid", grid, "--tile", "128x128", "--jitter", jit, "--blank", blank,
+                               "--seed", seed, truth=True)
+        nsm = os.path.join(TMP, name + ".nsm.yaml")
+        q = run("estimate", os.path.join(TMP, name + ".zarr"), "-o", nsm, "--overlap", ov, "--accept-poor", "-q",
+                "--no-stage-model")
+        check(q.returncode == 0, f"{label}: {name}: --no-stage-model: {q.stderr}")
+        if p is None or q.returncode:
             continue
-        with open(truth) as f:
-            t = yaml.safe_load(f)["positions"]
-        first = {(a, b) for a, b, *_ in rp.read_shifts(outs[1])["pairs"]["A/1"]}
-        for a, b, dy, dx, c in rp.read_shifts(outs[0])["pairs"]["A/1"]:
+        first = {(a, b) for a, b, *_ in rp.read_shifts(nsm)["pairs"]["A/1"]}
+        for a, b, dy, dx, c in s["pairs"]["A/1"]:
             (ax, ay), (bx, by) = ((int(n[-6:-3]), int(n[-3:])) for n in (a, b))
             if (a, b) in first or (ax != bx and ay != by):  # (diagonal bridges: test_bridges.py)
                 continue

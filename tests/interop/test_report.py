@@ -139,16 +139,23 @@ check(p.returncode == 2 and "--report" in p.stderr and not os.path.exists(os.pat
 p = run("estimate", plate, "-o", path("s3.yaml"), "--overlap", "100", "--report", path("bad.html"), ok=False)
 check(p.returncode == 1 and not os.path.exists(path("bad.html")), f"failed check: exit {p.returncode}, report written")
 
+
+
+def report_of(name, overlap, *sim):
+    """A `tessera simulate` plate (sim: its flags) estimated with --report:
+    (the well's --json well_qc, the report's HTML)."""
+    run("simulate", "-o", path(name + ".zarr"), "--overlap", overlap, *sim, "--format", "0.4", "-q")
+    p = run("estimate", path(name + ".zarr"), "-o", path(name + ".yaml"), "--overlap", overlap, "--accept-poor",
+            "--json", "--report", path(name + ".html"))
+    with open(path(name + ".html")) as f:
+        return json.loads(p.stdout)["well_qc"][0], f.read()
+
+
 # The tiles the summary names are named in the report too: a simulated plate
 # with a quarter of the tiles blank has a group of two tiles cut off and a
 # tile placed through its diagonal neighbours (as --json says).
-run("simulate", "-o", path("cut.zarr"), "--grid", "7x7", "--tile", "128x128", "--overlap", "24", "--jitter", "6",
-    "--blank", "0.25", "--seed", "1", "--format", "0.4", "-q")
-p = run("estimate", path("cut.zarr"), "-o", path("cut.yaml"), "--overlap", "24", "--accept-poor", "--json",
-        "--report", path("cut.html"))
-wq = json.loads(p.stdout)["well_qc"][0]
-with open(path("cut.html")) as f:
-    html = f.read()
+wq, html = report_of("cut", "24", "--grid", "7x7", "--tile", "128x128", "--jitter", "6", "--blank", "0.25",
+                     "--seed", "1")
 for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged", "placed by diagonal neighbours only"),
                   ("hanging", "hanging on one weak pair in no loop, or on outliers")):
     n, first = wq[key + "_tiles"], wq["first_" + key + "_tile"]
@@ -157,13 +164,8 @@ for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged"
 
 # ... and the pairs refused by the stage pass: on this plate (30% blank) a
 # corner tile's only pair, 84 px off the stage model (docs/register.md).
-run("simulate", "-o", path("ref.zarr"), "--grid", "6x6", "--tile", "256x256", "--overlap", "32", "--jitter", "8",
-    "--blank", "0.3", "--seed", "6", "--format", "0.4", "-q")
-p = run("estimate", path("ref.zarr"), "-o", path("ref.yaml"), "--overlap", "32", "--accept-poor", "--json",
-        "--report", path("ref.html"))
-wq = json.loads(p.stdout)["well_qc"][0]
-with open(path("ref.html")) as f:
-    html = f.read()
+wq, html = report_of("ref", "32", "--grid", "6x6", "--tile", "256x256", "--jitter", "8", "--blank", "0.3",
+                     "--seed", "6")
 n, first = wq["refused_pairs"], wq["first_refused_pair"]
 check(n > 0 and f"{n} pair{'s' if n > 1 else ''} outside the stage's window refused" in html and first
       and f"(first: {first[0]} &ndash; {first[1]})" in html, f"report: refused pairs ({n}, {first}) not named")
