@@ -18,4 +18,9 @@ done
 echo "=== bench/register_crb.py"
 /usr/bin/python3 "$HERE/register_crb.py" --bin "$BUILD/tessera" --seeds 101-130 --draws 500 ||
   { echo "bench/register_crb.py failed"; status=1; }
+# Registration trust on simulated plates with blank tiles (docs/register.md,
+# "Refused pairs"): seeds 1-20 here, 1-60 in the docs' table.
+echo "=== bench/register_sweep.py"
+/usr/bin/python3 "$HERE/register_sweep.py" --bin "$BUILD/tessera" --seeds 1-20 ||
+  { echo "bench/register_sweep.py failed"; status=1; }
 exit $status

@@ -374,9 +374,11 @@ typedef struct ts_estimate_result {
     int64_t bridge_pairs;         /* diagonal pairs measured (in pairs): tiles the grid pairs
                                      left outside their well's largest group */
     int64_t rematched_pairs;      /* ... of those, unmatched in the first pass */
-    int64_t refused_pairs;        /* matches outside the stage model's window that its search
-                                     did not replace, weak ones, or confident ones far off that
-                                     no loop of pairs checks: left out of the solve and the file */
+    int64_t refused_pairs;        /* matches the stage model's window search does not bear out:
+                                     kept first results no clearer than unrelated content in the
+                                     window, and ones outside it that the search did not replace,
+                                     weak, or confident and far off with no loop of pairs to check
+                                     them: left out of the solve and the file */
     int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t stage_downweighted_pairs; /* of loop_downweighted_pairs, those the loop check's
                                          stage model chose where the loops were ambiguous */

@@ -234,7 +234,9 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
             fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
                     w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
         if (w->refused)
-            fprintf(stderr, "; %lld pair%s outside the stage's window refused (%s %s%s): %s tiles placed without %s",
+            fprintf(stderr,
+                    "; %lld pair%s refused by the stage model (%s %s%s): not borne out by its window's search; "
+                    "%s tiles placed without %s",
                     (long long)w->refused, w->refused == 1 ? "" : "s", w->first_refused[0], w->first_refused[1],
                     w->refused > 1 ? ", ..." : "", w->refused == 1 ? "its" : "their", w->refused == 1 ? "it" : "them");
         if (w->worst_outlier[0][0])

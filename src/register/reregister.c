@@ -230,11 +230,12 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * of the pass on small tiles went into this search), and not where the
      * choice keeps a first result in these strips that the maximum does not
      * beat (ts_reregister_choose: acceptance is not looked at there). */
-    bool same_shift = false;
+    bool same_shift = false, next_to = false;
     if (have_first && best > -2) {
         int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
         out->ncc_first = ncc_at(ha, hb, sh, sw, fy, fx, min_side);
         same_shift = by == fy && bx == fx;
+        next_to = abs(by - fy) <= 1 && abs(bx - fx) <= 1;
     }
     /* A maximum at the first result's own shift is no better result: its
      * NCC there is ncc_first up to the FFT's rounding (by which it came out
@@ -242,10 +243,16 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
      * only for the choice to keep the first result, within a pixel of it). */
     const bool first_stays =
         have_first && out->ncc_first > -2 && (same_shift || !(best > out->ncc_first + REPLACE_MARGIN));
+    /* The first result is the window's maximum, as near as the integer
+     * grid and the FFT's rounding tell (ts_reregister_supports). */
+    out->first_best = have_first && out->ncc_first > -2 && (first_stays || next_to);
     /* (Not on the window's edge either: acceptance refuses it whatever the
-     * draws say; at f > 1 the edge is known only after them, below.) */
-    if (best > -2 && best < sure_ncc(out->sure, ts_registrar_min_ncc(r)) && best >= ACCEPT_FLOOR && !first_stays &&
-        !border) {
+     * draws say; at f > 1 the edge is known only after them, below. A first
+     * result that stays is judged by them where the window asks for it.) */
+    const bool test_first = win->test_first && first_stays;
+    const double judged = test_first ? out->ncc_first : best;
+    if (best > -2 && judged < sure_ncc(out->sure, ts_registrar_min_ncc(r)) && judged >= ACCEPT_FLOOR &&
+        (test_first || (!first_stays && !border))) {
         /* Tall strips: a right pair's, the shared edge runs down the
          * columns (along y); else a lower pair's, along x. */
         const bool tall = lh >= lw;
@@ -311,6 +318,16 @@ bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
      * would pass any maximum. */
     return x->ncc >= ACCEPT_FLOOR && x->null_max > -2 && x->search_best >= ACCEPT_NULL * x->null_max &&
            x->second <= ACCEPT_SECOND * x->search_best;
+}
+
+bool ts_reregister_supports(const ts_rereg_result *x, double min_ncc) {
+    if (!x->searched || !(x->ncc_first > -2)) return false;
+    if (x->ncc_first >= sure_ncc(x->sure, min_ncc)) return true;
+    /* Under the sure level as a window maximum is accepted: the first result
+     * must be that maximum (a better one elsewhere is a rival the window
+     * prefers) and clear the null draws and the other maxima. */
+    return x->first_best && x->ncc_first >= ACCEPT_FLOOR && x->null_max > -2 &&
+           x->search_best >= ACCEPT_NULL * x->null_max && x->second <= ACCEPT_SECOND * x->search_best;
 }
 
 bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res) {

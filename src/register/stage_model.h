@@ -33,10 +33,13 @@ typedef struct ts_stage_pair {
                            (0 in one process) */
     bool replaced;      /* set by ts_stage_reregister */
     bool rematched;     /* ... and unmatched in the first pass */
-    bool refused;       /* set by ts_stage_reregister: outside the window, the window
-                           search found nothing to take its place, and weak, or confident
-                           but far off and in no loop of pairs (stage_pass.c); res.matched
-                           is then false (left out of the solve and the file) */
+    bool unsupported;   /* set by ts_stage_reregister: matched, redone, kept, inside the
+                           window's strips, and not shown a match there as a window maximum
+                           would be (ts_reregister_supports) */
+    bool refused;       /* set by ts_stage_reregister: unsupported; or outside the window,
+                           the window search found nothing to take its place, and weak, or
+                           confident but far off and in no loop of pairs (stage_pass.c);
+                           res.matched is then false (left out of the solve and the file) */
 } ts_stage_pair;
 
 /* The model of one direction. */
@@ -71,8 +74,8 @@ typedef struct ts_stage_plan {
  * the pass and reads an outlier's tiles again. */
 bool ts_stage_may_redo(const ts_register_result *r);
 /* Matched with a confidence the model does not trust on its own (under
- * 0.5): redone, and refused when outside the window and not replaced
- * (ts_stage_reregister). */
+ * 0.5): redone, and refused when outside the window and not replaced, or
+ * (as any redone pair) not supported inside it (ts_stage_reregister). */
 bool ts_stage_weak(const ts_register_result *r);
 
 /* Fits the model to p[0, n) (tiles h x w after orientation) and fills
@@ -106,13 +109,16 @@ typedef struct ts_rereg_result {
     double second;       /* best other local maximum of the samples (-1: none) */
     bool border;         /* the maximum is on the window's edge: a slope, not a peak */
     double ncc_first;    /* NCC of the first pass's offset in the same strips (-2: outside) */
+    bool first_best;     /* ... and it is the window's maximum: the same shift or next to
+                            it, or at least as good as it */
     double sure;         /* the window's sure level (ts_rereg_window), 0: the strips' */
     double null_max;     /* under the sure level (reregister.c: 0.5, or min_ncc if higher)
                             and at or above the floor: the best NCC of the window's samples
                             over the null draws (strip b mirrored along the shared edge,
                             turned half a turn, rolled by half its length: unrelated
                             content, same texture); else, or where a first result in these
-                            strips at least as good stays whatever acceptance says, -2 */
+                            strips at least as good stays whatever acceptance says (unless
+                            the window asks to test it, test_first), -2 */
 } ts_rereg_result;
 
 /* What a worker keeps from one search to the next (zero-initialised; grown,
@@ -133,6 +139,8 @@ typedef struct ts_rereg_window {
                        0: the strips' level (reregister.c: 0.5, or min_ncc if higher),
                        for overlaps along a whole tile side; a corner's few hundred px
                        need more (bridge.c) */
+    bool test_first; /* a first result that stays is judged against the null draws as a
+                        window maximum would be (ts_reregister_supports) */
 } ts_rereg_window;
 
 /* Searches the window around the prior of geometry g
@@ -150,6 +158,10 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
  * accepted and better supported; returns true when replaced. */
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc);
 bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res);
+/* Whether the first result, scored in the window's strips, is shown to be a
+ * match as ts_reregister_accept shows a window maximum (searched with
+ * test_first). */
+bool ts_reregister_supports(const ts_rereg_result *x, double min_ncc);
 
 
 /* ---- the pass (stage_pass.c) ---- */
@@ -191,8 +203,9 @@ typedef struct ts_stage_summary {
  * pairs again (on the pool and the ranks, each pair independent of the
  * schedule: the result does not depend on the thread or rank count) and
  * replaces p[i].res where the window search wins (ts_reregister_choose), on
- * every rank. A pair outside the window that keeps its first result is
- * refused when weak, or far off and in no loop (ts_stage_pair.refused).
+ * every rank. A redone pair that keeps its first result is refused when
+ * the window's search does not support it, or when outside the window and
+ * weak, or far off and in no loop (ts_stage_pair.refused).
  * p NULL: fails (out of memory) after taking part in the ranks'
  * collectives. */
 ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t n, ts_stage_summary *sum,

@@ -167,7 +167,7 @@ for key, what in (("cut_off", "in groups no pair joins to the rest"), ("bridged"
 wq, html = report_of("ref", "32", "--grid", "6x6", "--tile", "256x256", "--jitter", "8", "--blank", "0.3",
                      "--seed", "6")
 n, first = wq["refused_pairs"], wq["first_refused_pair"]
-check(n > 0 and f"{n} pair{'s' if n > 1 else ''} outside the stage's window refused" in html and first
+check(n > 0 and f"{n} pair{'s' if n > 1 else ''} refused by the stage model" in html and first
       and f"(first: {first[0]} &ndash; {first[1]})" in html, f"report: refused pairs ({n}, {first}) not named")
 
 shutil.rmtree(TMP, ignore_errors=True)

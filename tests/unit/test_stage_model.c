@@ -209,7 +209,7 @@ static ts_rereg_result search_rx(const float *a, const float *b, bool have_first
     ts_registrar *r;
     assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
     ts_rereg_result x;
-    const ts_rereg_window win = {d->radius[0], d->radius[1], 0, 0};
+    const ts_rereg_window win = {d->radius[0], d->radius[1], 0, 0, false};
     assert_int_equal(ts_reregister_pair(r, &g, a, b, W, &win, have_first, fdy, fdx, &x, kept, NULL), TS_OK);
     ts_registrar_free(r);
     return x;

@@ -420,6 +420,47 @@ static void test_refuses_outlying(void **state) {
     for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
 }
 
+/* The grid with tile 13's pixels replaced by unrelated content of the
+ * same texture: its left pair, weak (0.3) at 3 px from where the stage put
+ * it (inside the window), is redone, its first result is no match in the
+ * window's strips, and nothing better is found there: refused
+ * (ts_stage_pair.unsupported). The tile's other pairs are confident (not
+ * redone) and stay. */
+static void test_refuses_unsupported(void **state) {
+    (void)state;
+    make_grid_tiles();
+    const int other = 13;
+    unsigned seed = 777u;
+    float *t = rg_tiles[other];
+    for (int i = 0; i < RG_H * RG_W; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = (float)(seed >> 8) / (float)(1u << 24) * 200.0f;
+    }
+    for (int y = 1; y < RG_H; y++)
+        for (int x = 1; x < RG_W; x++)
+            t[y * RG_W + x] = 0.5f * t[y * RG_W + x] + 0.25f * (t[(y - 1) * RG_W + x] + t[y * RG_W + x - 1]);
+    static rank_job j;
+    memset(&j, 0, sizeof j);
+    j.n = grid_pairs(j.p);
+    int weak = -1;
+    for (int64_t i = 0; i < j.n; i++) {
+        ts_stage_pair *q = &j.p[i];
+        q->res.matched = true, q->res.confidence = 0.8, q->res.ncc = 0.9;
+        if (q->tb == other && q->dir == TS_PAIR_RIGHT) weak = (int)i;
+    }
+    assert_true(weak >= 0);
+    j.p[weak].res.dx += 3, j.p[weak].res.confidence = 0.3, j.p[weak].res.ncc = 0.3;
+    redo_as_rank(&j);
+    assert_int_equal(j.st, TS_OK);
+    assert_int_equal(j.sum.redone, 1);
+    assert_true(j.p[weak].unsupported && j.p[weak].refused);
+    assert_false(j.p[weak].res.matched);
+    assert_int_equal(j.sum.refused, 1);
+    for (int64_t i = 0; i < j.n; i++)
+        if (i != weak) assert_true(j.p[i].res.matched && !j.p[i].refused);
+    for (int k = 0; k < RG_COLS * RG_ROWS; k++) free(rg_tiles[k]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass),
@@ -428,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_add_uses),
         cmocka_unit_test(test_ranks_redo_their_own_pairs),
         cmocka_unit_test(test_refuses_outlying),
+        cmocka_unit_test(test_refuses_unsupported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
