@@ -11,8 +11,9 @@ wrong pair is easy to take; the figures say how far that carries:
   after the plate's median offset is removed: mean, plates over 8 px and
   over 20 px), written pairs more than 3 px off the truth (wrong) and
   within it (right), refused pairs and the plates whose verdict is not ok;
-- with --base (a second binary): the same for it, and the plates that got
-  better or worse by more than 1 px.
+- the same for the baseline, in the same run on the same plates: --base (a
+  second binary), else this binary with --no-stage-model (the first pass
+  alone); and the plates that got better or worse by more than 1 px.
 
 The figures of docs/register.md ("Refused pairs", "Weak pairs") come from
 
@@ -20,7 +21,7 @@ The figures of docs/register.md ("Refused pairs", "Weak pairs") come from
         [--base OLD/tessera] [--seeds 1-20] [--jobs 2] [--list]
 
 --list prints each plate whose worst tile differs by more than 1 px between
-the two binaries, and each wrong written pair with its confidence.
+the two runs, and each wrong written pair with its confidence.
 
 --real runs the real-image recipes of tests/interop/test_register_robust.py
 instead (cell24, cell16_blank, ihc16_blank, hubble5pct, sem_rot; --seeds
@@ -77,9 +78,10 @@ def simulate(tmp, layout, seed):
     return plate, t, content
 
 
-def measure(binary, tmp, tag, plate, ov, t, content):
+def measure(run, tmp, tag, plate, ov, t, content):
+    binary, extra = run
     out = os.path.join(tmp, os.path.basename(plate) + f".{tag}.yaml")
-    p = subprocess.run([binary, "estimate", plate, "-o", out, "--overlap", str(ov), "--accept-poor", "--json"],
+    p = subprocess.run([binary, "estimate", plate, "-o", out, "--overlap", str(ov), "--accept-poor", "--json", *extra],
                        capture_output=True, text=True)
     if p.returncode:
         return {"failed": p.stderr.strip()[-300:]}
@@ -102,7 +104,7 @@ def measure(binary, tmp, tag, plate, ov, t, content):
 def one(layout, seed, bins):
     with tempfile.TemporaryDirectory(prefix="tsweep") as tmp:
         plate, t, content = simulate(tmp, layout, seed)
-        return {tag: measure(b, tmp, tag, plate, layout[2], t, content) for tag, b in bins.items()}
+        return {tag: measure(run, tmp, tag, plate, layout[2], t, content) for tag, run in bins.items()}
 
 
 def block(results, tag):
@@ -121,19 +123,18 @@ def real(args, bins):
     for recipe in trr.RECIPES:
         cases = [trr.make_recipe(recipe, s) for s in seeds]
         res = {}
-        for tag, b in bins.items():
+        for tag, (b, extra) in bins.items():
             with cf.ThreadPoolExecutor(args.jobs) as ex:
-                res[tag] = list(ex.map(lambda p: trr.run_plate(p, threads=1, binary=b), cases))
+                res[tag] = list(ex.map(lambda p: trr.run_plate(p, extra, threads=1, binary=b), cases))
         for tag in bins:
             ok = [r for r, e in res[tag] if r]
             w = np.array([r["max"] for r in ok])
             print(f"{recipe} {tag}: {len(ok)} plates, worst tile mean {w.mean():.3f} max {w.max():.3f} px, "
                   f"over 0.3 px {int((w > 0.3).sum())}, a tile over 1 px {sum(r['over1'] > 0 for r in ok)}")
-        if "base" in bins:
-            for s, (a, _), (b, _) in zip(seeds, res["new"], res["base"]):
-                if a and b and (abs(a["max"] - b["max"]) > 1e-6 or a["pairs"] != b["pairs"]):
-                    print(f"  seed {s}: {b['max']:.3f} -> {a['max']:.3f} px"
-                          f"{'' if a['pairs'] == b['pairs'] else ', pairs differ'}")
+        for s, (a, _), (b, _) in zip(seeds, res["new"], res["base"]):
+            if a and b and (abs(a["max"] - b["max"]) > 1e-6 or a["pairs"] != b["pairs"]):
+                print(f"  seed {s}: {b['max']:.3f} -> {a['max']:.3f} px"
+                      f"{'' if a['pairs'] == b['pairs'] else ', pairs differ'}")
     return 0
 
 
@@ -141,16 +142,16 @@ def main():
     global BIN
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/tessera")
-    ap.add_argument("--base", help="a second binary to compare with")
+    ap.add_argument("--base", help="the baseline binary (default: --bin with --no-stage-model)")
     ap.add_argument("--seeds", default="1-20")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--real", action="store_true", help="the real-image recipes instead")
     args = ap.parse_args()
     BIN = os.path.abspath(args.bin)
-    bins = {"new": BIN}
-    if args.base:
-        bins["base"] = os.path.abspath(args.base)
+    bins = {"new": (BIN, []),
+            "base": (os.path.abspath(args.base), []) if args.base else (BIN, ["--no-stage-model"])}
+    print(f"new: {BIN}; base: {' '.join([bins['base'][0], *bins['base'][1]])}")
     if args.real:
         return real(args, bins)
     cases = [(lay, s) for s in parse_seeds(args.seeds) for lay in LAYOUTS]
@@ -158,11 +159,10 @@ def main():
         results = list(ex.map(lambda c: one(c[0], c[1], bins), cases))
     for tag in bins:
         print(block(results, tag))
-    if args.base:
-        both = [(c, r) for c, r in zip(cases, results) if "failed" not in r["new"] and "failed" not in r["base"]]
-        better = sum(r["new"]["worst"] < r["base"]["worst"] - 1 for _, r in both)
-        worse = sum(r["new"]["worst"] > r["base"]["worst"] + 1 for _, r in both)
-        print(f"plates better by > 1 px: {better}, worse by > 1 px: {worse}")
+    both = [(c, r) for c, r in zip(cases, results) if "failed" not in r["new"] and "failed" not in r["base"]]
+    better = sum(r["new"]["worst"] < r["base"]["worst"] - 1 for _, r in both)
+    worse = sum(r["new"]["worst"] > r["base"]["worst"] + 1 for _, r in both)
+    print(f"plates better by > 1 px: {better}, worse by > 1 px: {worse}")
     if args.list:
         for (lay, s), r in zip(cases, results):
             n = r["new"]
@@ -170,11 +170,11 @@ def main():
                 print(f"{plate_name(lay, s)}: failed: {n['failed']}")
                 continue
             line = f"{plate_name(lay, s)}: worst {n['worst']:.1f} ({n['worst_tile']})"
-            if args.base and "failed" not in r["base"]:
+            if "failed" not in r["base"]:
                 line += f", base {r['base']['worst']:.1f}"
                 if abs(r["base"]["worst"] - n["worst"]) <= 1 and not n["wrong"]:
                     continue
-            elif not n["wrong"]:
+            elif not n["wrong"]:  # (the baseline failed)
                 continue
             print(line + (f"; wrong pairs {n['wrong']}" if n["wrong"] else ""))
     return 0

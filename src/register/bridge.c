@@ -128,7 +128,7 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
     ts_rereg_result rr;
     if ((st = ts_tile_cache_get(x->cache, ia, &ta, err)) != TS_OK) return st;
     if ((st = ts_tile_cache_get(x->cache, ib, &tb, err)) == TS_OK) {
-        const ts_rereg_window win = {x->ry, x->rx, BRIDGE_MIN_SIDE, BRIDGE_SURE_NCC, false};
+        const ts_rereg_window win = {x->ry, x->rx, BRIDGE_MIN_SIDE, BRIDGE_SURE_NCC};
         st = ts_reregister_pair(*slot, &g, ta, tb, bp->w, &win, false, 0, 0, &rr, &x->scratch[worker], err);
         ts_tile_cache_release(x->cache, ib);
     }

@@ -912,7 +912,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
         }
         /* redone by the rank that registered it (and kept its tiles) */
         p[i] = (ts_stage_pair){e->well, e->dir, e->dir == TS_PAIR_RIGHT ? e->gy : e->gx, ia, ib, gy, gx, e->res,
-                               e->rank, false, false, false, false};
+                               e->rank, false, false, false};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
                               c->opt->cache_bytes, load_tile, c, c->opt->dist, c->opt->progress,

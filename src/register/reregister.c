@@ -225,11 +225,10 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     }
     /* Under the sure level the maximum must clear what unrelated content
      * of the same texture reaches in the same window (the null draws).
-     * Only where ts_reregister_accept looks at it: a maximum under the floor
-     * is refused whatever the baseline (blank tiles' pairs: most of the cost
-     * of the pass on small tiles went into this search), and not where the
-     * choice keeps a first result in these strips that the maximum does not
-     * beat (ts_reregister_choose: acceptance is not looked at there). */
+     * Only where ts_reregister_accept or ts_reregister_supports looks at
+     * it: a maximum (or a first result that stays) under the floor is
+     * refused whatever the baseline (blank tiles' pairs: most of the cost
+     * of the pass on small tiles went into this search). */
     bool same_shift = false, next_to = false;
     if (have_first && best > -2) {
         int fy = (int)lround(first_dy - g->off_dy), fx = (int)lround(first_dx - g->off_dx);
@@ -248,11 +247,11 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     out->first_best = have_first && out->ncc_first > -2 && (first_stays || next_to);
     /* (Not on the window's edge either: acceptance refuses it whatever the
      * draws say; at f > 1 the edge is known only after them, below. A first
-     * result that stays is judged by them where the window asks for it.) */
-    const bool test_first = win->test_first && first_stays;
-    const double judged = test_first ? out->ncc_first : best;
+     * result that stays is judged by them in its place: the stage pass
+     * refuses it where they do not bear it out, ts_reregister_supports.) */
+    const double judged = first_stays ? out->ncc_first : best;
     if (best > -2 && judged < sure_ncc(out->sure, ts_registrar_min_ncc(r)) && judged >= ACCEPT_FLOOR &&
-        (test_first || (!first_stays && !border))) {
+        (first_stays || !border)) {
         /* Tall strips: a right pair's, the shared edge runs down the
          * columns (along y); else a lower pair's, along x. */
         const bool tall = lh >= lw;
@@ -309,25 +308,27 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
     return TS_OK;
 }
 
+/* Whether a result of NCC ncc at the window's maximum is a match: at the
+ * sure level, or under it at or above the floor, clearing the null draws
+ * and the other local maxima. Where search left the draws out (null_max
+ * -2: under the floor, or the maximum a first result beats) it is not
+ * shown to be one, and ACCEPT_NULL times -2 would pass any maximum. */
+static bool is_match(const ts_rereg_result *x, double ncc, double min_ncc) {
+    if (ncc >= sure_ncc(x->sure, min_ncc)) return true;
+    return ncc >= ACCEPT_FLOOR && x->null_max > -2 && x->search_best >= ACCEPT_NULL * x->null_max &&
+           x->second <= ACCEPT_SECOND * x->search_best;
+}
+
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
     if (!x->searched || x->border || !isfinite(x->dy) || !isfinite(x->dx)) return false;
-    if (x->ncc >= sure_ncc(x->sure, min_ncc)) return true;
-    /* Under the sure level only against the null draws: where search left
-     * them out (null_max -2: under the floor, or a first result that stays)
-     * the maximum is not shown to be a match, and ACCEPT_NULL times -2
-     * would pass any maximum. */
-    return x->ncc >= ACCEPT_FLOOR && x->null_max > -2 && x->search_best >= ACCEPT_NULL * x->null_max &&
-           x->second <= ACCEPT_SECOND * x->search_best;
+    return is_match(x, x->ncc, min_ncc);
 }
 
 bool ts_reregister_supports(const ts_rereg_result *x, double min_ncc) {
     if (!x->searched || !(x->ncc_first > -2)) return false;
-    if (x->ncc_first >= sure_ncc(x->sure, min_ncc)) return true;
-    /* Under the sure level as a window maximum is accepted: the first result
-     * must be that maximum (a better one elsewhere is a rival the window
-     * prefers) and clear the null draws and the other maxima. */
-    return x->first_best && x->ncc_first >= ACCEPT_FLOOR && x->null_max > -2 &&
-           x->search_best >= ACCEPT_NULL * x->null_max && x->second <= ACCEPT_SECOND * x->search_best;
+    /* Under the sure level the first result must be the window's maximum
+     * (a better one elsewhere is a rival the window prefers). */
+    return x->ncc_first >= sure_ncc(x->sure, min_ncc) || (x->first_best && is_match(x, x->ncc_first, min_ncc));
 }
 
 bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res) {

@@ -33,10 +33,9 @@ typedef struct ts_stage_pair {
                            (0 in one process) */
     bool replaced;      /* set by ts_stage_reregister */
     bool rematched;     /* ... and unmatched in the first pass */
-    bool unsupported;   /* set by ts_stage_reregister: matched, redone, kept, inside the
-                           window's strips, and not shown a match there as a window maximum
-                           would be (ts_reregister_supports) */
-    bool refused;       /* set by ts_stage_reregister: unsupported; or outside the window,
+    bool refused;       /* set by ts_stage_reregister: matched, redone, kept, inside the
+                           window's strips and not shown a match there as a window maximum
+                           would be (ts_reregister_supports); or outside the window,
                            the window search found nothing to take its place, and weak, or
                            confident but far off and in no loop of pairs (stage_pass.c);
                            res.matched is then false (left out of the solve and the file) */
@@ -116,9 +115,8 @@ typedef struct ts_rereg_result {
                             and at or above the floor: the best NCC of the window's samples
                             over the null draws (strip b mirrored along the shared edge,
                             turned half a turn, rolled by half its length: unrelated
-                            content, same texture); else, or where a first result in these
-                            strips at least as good stays whatever acceptance says (unless
-                            the window asks to test it, test_first), -2 */
+                            content, same texture), for the maximum or, where it stays, for
+                            the first result (its NCC judged so); else -2 */
 } ts_rereg_result;
 
 /* What a worker keeps from one search to the next (zero-initialised; grown,
@@ -139,8 +137,6 @@ typedef struct ts_rereg_window {
                        0: the strips' level (reregister.c: 0.5, or min_ncc if higher),
                        for overlaps along a whole tile side; a corner's few hundred px
                        need more (bridge.c) */
-    bool test_first; /* a first result that stays is judged against the null draws as a
-                        window maximum would be (ts_reregister_supports) */
 } ts_rereg_window;
 
 /* Searches the window around the prior of geometry g
@@ -159,8 +155,8 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc);
 bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res);
 /* Whether the first result, scored in the window's strips, is shown to be a
- * match as ts_reregister_accept shows a window maximum (searched with
- * test_first). */
+ * match as ts_reregister_accept shows a window maximum (false outside the
+ * strips). */
 bool ts_reregister_supports(const ts_rereg_result *x, double min_ncc);
 
 

@@ -120,7 +120,9 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
             ts_strbuf_printf(b, "): check %s.</p>\n", named[k].n == 1 ? "it" : "them");
         }
         if (q->refused) {
-            ts_strbuf_printf(b, "<p class=\"check\">%lld pair%s refused by the stage model, not borne out by its window's search (first: ",
+            ts_strbuf_printf(b,
+                             "<p class=\"check\">%lld pair%s refused by the stage model, not borne out by its "
+                             "window's search (first: ",
                              (long long)q->refused, q->refused == 1 ? "" : "s");
             put_text(b, q->first_refused[0]);
             ts_strbuf_printf(b, " &ndash; ");

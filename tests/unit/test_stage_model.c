@@ -209,7 +209,7 @@ static ts_rereg_result search_rx(const float *a, const float *b, bool have_first
     ts_registrar *r;
     assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
     ts_rereg_result x;
-    const ts_rereg_window win = {d->radius[0], d->radius[1], 0, 0, false};
+    const ts_rereg_window win = {d->radius[0], d->radius[1], 0, 0};
     assert_int_equal(ts_reregister_pair(r, &g, a, b, W, &win, have_first, fdy, fdx, &x, kept, NULL), TS_OK);
     ts_registrar_free(r);
     return x;
@@ -330,19 +330,23 @@ static void test_confined_search(void **state) {
     assert_true(fabs(res.dx - (W - 8)) < 0.1);
     assert_true(res.confidence <= off.confidence); /* no more than the first pass said */
     /* The faint pair matched at the window's maximum in the first pass: the
-     * choice keeps it whatever acceptance says, so the mirrored strips'
-     * search (its cost) is left out, and nothing is refined. */
+     * choice keeps it, nothing is refined, and the first result, under the
+     * sure level, is judged against the null draws in its place: a match
+     * (ts_reregister_supports; the stage pass refuses it otherwise). */
     ts_register_result ffirst = {2, W - 8, fx.ncc, 0.3, -1, 0, false, true, false}; /* its integer maximum */
     ts_rereg_result fsame = search(fa, fb, true, ffirst.dy, ffirst.dx);
     assert_true(fsame.searched && fsame.ncc_first > -2 && !(fsame.ncc > fsame.ncc_first));
-    assert_true(fsame.null_max == -2);
-    /* ... and acceptance says no: under the sure level a maximum not judged
-     * against the null draws is no match (-2 times ACCEPT_NULL passed any). */
-    assert_false(ts_reregister_accept(&fsame, 0.25));
+    assert_true(fsame.ncc_first < 0.5 && fsame.first_best);
+    assert_true(fsame.null_max > -2 && fsame.null_max < fsame.ncc_first);
+    assert_true(ts_reregister_supports(&fsame, 0.25));
     assert_false(fsame.refined);
     res = ffirst;
     assert_false(ts_reregister_choose(&fsame, 0.25, &res));
     assert_memory_equal(&res, &ffirst, sizeof res);
+    /* ... and not without the draws: -2 times ACCEPT_NULL passed any. */
+    ts_rereg_result undrawn = fsame;
+    undrawn.null_max = -2;
+    assert_false(ts_reregister_supports(&undrawn, 0.25) || ts_reregister_accept(&undrawn, 0.25));
 
     free(img), free(a), free(b), free(fimg), free(fa), free(fb), free(blank);
 }

@@ -424,7 +424,7 @@ static void test_refuses_outlying(void **state) {
  * same texture: its left pair, weak (0.3) at 3 px from where the stage put
  * it (inside the window), is redone, its first result is no match in the
  * window's strips, and nothing better is found there: refused
- * (ts_stage_pair.unsupported). The tile's other pairs are confident (not
+ * (redo_one: ts_reregister_supports). The tile's other pairs are confident (not
  * redone) and stay. */
 static void test_refuses_unsupported(void **state) {
     (void)state;
@@ -453,7 +453,7 @@ static void test_refuses_unsupported(void **state) {
     redo_as_rank(&j);
     assert_int_equal(j.st, TS_OK);
     assert_int_equal(j.sum.redone, 1);
-    assert_true(j.p[weak].unsupported && j.p[weak].refused);
+    assert_true(j.p[weak].refused);
     assert_false(j.p[weak].res.matched);
     assert_int_equal(j.sum.refused, 1);
     for (int64_t i = 0; i < j.n; i++)
