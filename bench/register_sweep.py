@@ -39,7 +39,9 @@ import tempfile
 
 import numpy as np
 import yaml
-import zarr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
+import register_plates as rp  # noqa: E402
 
 LAYOUTS = [(grid, tile, ov, jit, blank)
            for grid, tile, ov, jit in (("6x6", 256, 32, 8), ("7x7", 128, 24, 6), ("8x8", 128, 16, 5))
@@ -74,8 +76,7 @@ def simulate(tmp, layout, seed):
                     "--jitter", str(jit), "--blank", str(blank), "--seed", str(seed), "--format", "0.4", "-q",
                     "--truth", truth], check=True, capture_output=True)
     t = load(truth)["positions"]
-    content = [k for k in t if np.asarray(zarr.open(os.path.join(plate, k, "0"), mode="r"))[0, 0, 0].std() > 60]
-    return plate, t, content
+    return plate, t, rp.content_tiles(plate, t)
 
 
 def measure(run, tmp, tag, plate, ov, t, content):
@@ -86,9 +87,7 @@ def measure(run, tmp, tag, plate, ov, t, content):
     if p.returncode:
         return {"failed": p.stderr.strip()[-300:]}
     j, s = json.loads(p.stdout), load(out)
-    pos = s["positions"]
-    d = np.array([[pos[k][0] - t[k][0], pos[k][1] - t[k][1]] for k in content])
-    err = np.hypot(*(d - np.median(d, axis=0)).T) if len(content) else np.zeros(1)
+    worst_tile, worst = rp.worst_tile(s["positions"], t, content)
     wrong, right = [], 0
     for a, b, dy, dx, c in s["pairs"]["A/1"]:
         e = float(np.hypot(dy - (t[b][0] - t[a][0]), dx - (t[b][1] - t[a][1])))
@@ -96,7 +95,7 @@ def measure(run, tmp, tag, plate, ov, t, content):
             wrong.append((a.split("/")[-1], b.split("/")[-1], round(e, 1), round(float(c), 2)))
         else:
             right += 1
-    return {"worst": float(err.max()), "worst_tile": content[int(err.argmax())] if len(content) else None,
+    return {"worst": worst, "worst_tile": worst_tile,
             "wrong": wrong, "right": right, "refused": j.get("refused_pairs", 0),
             "verdict": j["well_qc"][0].get("verdict")}
 
@@ -117,7 +116,6 @@ def block(results, tag):
 
 
 def real(args, bins):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
     import test_register_robust as trr
     seeds = parse_seeds(args.seeds)
     for recipe in trr.RECIPES:

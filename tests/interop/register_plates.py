@@ -58,6 +58,24 @@ def read_shifts(path):
         return yaml.safe_load(f)
 
 
+def content_tiles(plate, names):
+    """The tiles among names (image paths in the plate) with content:
+    intensity std over 60 (tessera simulate's blank tiles show only noise
+    and vignetting)."""
+    return [k for k in names if np.asarray(zarr.open(os.path.join(plate, k, "0"), mode="r"))[0, 0, 0].std() > 60]
+
+
+def worst_tile(positions, truth, content):
+    """The tile of content farthest from the truth once the median offset
+    over them is taken out, and how far (px); (None, 0.0) without any."""
+    if not content:
+        return None, 0.0
+    d = np.array([[positions[k][0] - truth[k][0], positions[k][1] - truth[k][1]] for k in content])
+    err = np.hypot(*(d - np.median(d, axis=0)).T)
+    i = int(err.argmax())
+    return content[i], float(err[i])
+
+
 def pairs_by_names(shifts, well="A/1"):
     """{(a, b): (dy, dx, confidence)} with position names (no well prefix)."""
     out = {}

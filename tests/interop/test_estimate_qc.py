@@ -18,7 +18,6 @@ import sys
 import numpy as np
 import skimage.data
 import yaml
-import zarr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import register_plates as rp  # noqa: E402
@@ -278,17 +277,6 @@ def simulated(label, name, overlap, *sim, truth=False):
     return p, json.loads(p.stdout), rp.read_shifts(out), t
 
 
-def worst_content_tile(plate, truth, shifts):
-    """The tile with content (the blank ones show only noise and
-    vignetting) farthest from the truth once the plate's median offset is
-    taken out, and how far (px)."""
-    content = [k for k in truth if np.asarray(zarr.open(os.path.join(plate, k, "0"), mode="r"))[0, 0, 0].std() > 60]
-    pos = shifts["positions"]
-    d = np.array([[pos[k][0] - truth[k][0], pos[k][1] - truth[k][1]] for k in content])
-    err = np.hypot(*(d - np.median(d, axis=0)).T)
-    return content[int(err.argmax())], float(err.max())
-
-
 def blank_plate(label, name, blank, seed):
     """A 7x7 plate of 128 px tiles (overlap 24, jitter 6) with a share of
     blank tiles, estimated: (the run, its well_qc, the shifts file)."""
@@ -336,9 +324,10 @@ def unsupported_refused():
     if p is None:
         return
     plate = os.path.join(TMP, "unsupported.zarr")
+    content = rp.content_tiles(plate, t)
 
     def worst(shifts):
-        return worst_content_tile(plate, t, shifts)
+        return rp.worst_tile(shifts["positions"], t, content)
     nsm = os.path.join(TMP, "unsupported_nsm.yaml")
     q = run("estimate", plate, "-o", nsm, "--overlap", 24, "--accept-poor", "-q", "--no-stage-model")
     check(q.returncode == 0 and worst(rp.read_shifts(nsm))[1] > 20,
@@ -440,7 +429,7 @@ def refused_pair():
     first = [x for x in rp.read_shifts(nsm)["pairs"]["A/1"] if x[0] == a and x[1] == b] if q.returncode == 0 else []
     check(len(first) == 1 and np.hypot(first[0][2] - (t[b][0] - t[a][0]), first[0][3] - (t[b][1] - t[a][1])) > 20,
           f"{label}: {a} {b} without the stage model: {first}, truth {t[a]} {t[b]}")
-    worst, err = worst_content_tile(plate, t, s)
+    worst, err = rp.worst_tile(s["positions"], t, rp.content_tiles(plate, t))
     check(err <= 2 * jitter + 2, f"{label}: {worst} is {err:.1f} px off the truth")
     print(f"{label}: {j['refused_pairs']} refused ({a} {b}), worst tile with content {worst} {err:.1f} px")
 
