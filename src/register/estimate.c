@@ -71,8 +71,8 @@ typedef struct est_ctx {
      * holds one use more, given back after the pass). */
     bool keep_tiles;
     atomic_uchar *kept;
-    /* Then the tiles' buffers are slots of one mapping, on huge pages where
-     * the kernel has them (kept_arena), a dropped tile's slot taken by the
+    /* The tiles' buffers (kept or not) are slots of one mapping, on huge pages where
+     * the kernel has them (tile_arena), a dropped tile's slot taken by the
      * next tile read; arena_free[0, arena_nfree) are the free slots. */
     unsigned char *arena;
     size_t arena_bytes, arena_tile;
@@ -162,17 +162,20 @@ static void release_tile(void *user, int64_t id, float *data) {
 #endif
 #endif
 
-/* The tile buffers of a first pass that keeps tiles for the stage pass:
- * one mapping on huge pages, with a slot for each of the nslots tiles the
- * pass reads (nothing is evicted), faulted in only as slots are first
- * used. Decoded into fresh 4 KiB pages the 100 tiles of 256 px of
- * register_bench's first plate cost ~7,000 page faults, about 7% of its
- * estimate (perf stat, task-clock 173 -> 161 ms). Fresh memory is what
- * keeping costs: a dropped tile's slot is reused, so only the kept tiles
- * and the working set are ever faulted in. Under AddressSanitizer each
- * tile keeps its own allocation, so an overrun of one tile is not hidden
- * in the next. Fails quietly: the tiles are then malloc'd as before. */
-static void kept_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
+/* The tile buffers: one mapping on huge pages, with a slot for each tile
+ * the cache can hold at once (nslots), faulted in only as slots are first
+ * used; a dropped tile's slot is the next tile's (the most recently freed
+ * first), so only the most tiles ever held at once are faulted in, not
+ * every tile read. Decoded into fresh 4 KiB pages the 100 tiles of 256 px
+ * of register_bench's first plate cost ~7,000 page faults, about 7% of its
+ * estimate (perf stat, task-clock 173 -> 161 ms); malloc'd 2048^2 tiles
+ * (16 MiB each, mapped afresh by glibc) made --no-stage-model's 3x3 plate
+ * take 47,500 page faults. A tile beyond the slots (the cache exceeds its
+ * budget while every tile it holds is in use) is malloc'd. Under
+ * AddressSanitizer each tile keeps its own allocation, so an overrun of
+ * one tile is not hidden in the next. Fails quietly: the tiles are then
+ * malloc'd. */
+static void tile_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
 #ifdef TS_ASAN
     (void)c, (void)nslots, (void)tile_bytes;
 #else
@@ -642,18 +645,16 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
         uses[c->tile_base[c->edges[i].well] + c->edges[i].a]++;
         uses[c->tile_base[c->edges[i].well] + c->edges[i].b]++;
     }
-    if (c->keep_tiles) {
-        int64_t used = 0;
-        for (int64_t t = 0; t < c->ntiles; t++) used += uses[t] > 0;
-        /* All of them within the budget: nothing is evicted, so keeping
-         * them costs the first pass no read. */
-        const size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
-        if ((size_t)used <= opt->cache_bytes / tile_bytes &&
-            (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), sizeof *c->kept))) {
-            for (int64_t t = 0; t < c->ntiles; t++) atomic_init(&c->kept[t], 0);
-            kept_arena(c, used, tile_bytes);
-        }
-    }
+    int64_t used = 0;
+    for (int64_t t = 0; t < c->ntiles; t++) used += uses[t] > 0;
+    const size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
+    const int64_t fit = (int64_t)(opt->cache_bytes / tile_bytes);
+    /* All of them within the budget: nothing is evicted, so keeping them
+     * costs the first pass no read. */
+    if (c->keep_tiles && used <= fit &&
+        (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), sizeof *c->kept)))
+        for (int64_t t = 0; t < c->ntiles; t++) atomic_init(&c->kept[t], 0);
+    tile_arena(c, used < fit ? used : fit, tile_bytes);
     c->cache = ts_tile_cache_create(c->ntiles, uses, opt->cache_bytes, load_tile, c);
     if (c->cache) ts_tile_cache_set_release(c->cache, release_tile);
     free(uses);
@@ -915,7 +916,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
                                e->rank, false, false, false};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
-                              c->opt->cache_bytes, load_tile, c, c->opt->dist, c->opt->progress,
+                              c->opt->cache_bytes, load_tile, release_tile, c, c->opt->dist, c->opt->progress,
                               c->opt->progress_user};
     ts_stage_summary sum;
     /* (with p NULL it fails after the ranks' collectives) */

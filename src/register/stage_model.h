@@ -172,10 +172,12 @@ typedef struct ts_stage_pass {
     int64_t ntiles;
     /* The first pass's cache, which kept its tiles for this pass (the pass
      * adds its uses to it; the caller gives back what it kept), or NULL: a
-     * cache of its own, cache_bytes, tiles read with load. */
+     * cache of its own, cache_bytes, tiles read with load and given back
+     * with release (NULL: free). */
     ts_tile_cache *cache;
     size_t cache_bytes;
     ts_tile_load_fn load;
+    ts_tile_release_fn release;
     void *load_user;
     /* The ranks (NULL: one process): each registers the pairs redone whose
      * rank (ts_stage_pair) is its own, and every rank gets every result.

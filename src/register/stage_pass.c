@@ -105,7 +105,7 @@ static ts_status run_share(const ts_stage_pass *ps, ts_stage_pair *p, const ts_s
         uses[p[jobs[j]].tb]++;
     }
     const int64_t loads0 = cache ? ts_tile_cache_get_stats(cache).loads : 0;
-    if (!(cache = ts_tile_cache_for_pass(cache, ps->ntiles, uses, ps->cache_bytes, ps->load, NULL, ps->load_user, &own))) {
+    if (!(cache = ts_tile_cache_for_pass(cache, ps->ntiles, uses, ps->cache_bytes, ps->load, ps->release, ps->load_user, &own))) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the re-registration's tile cache");
         goto done;
     }

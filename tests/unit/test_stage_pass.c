@@ -321,7 +321,7 @@ static void *redo_as_rank(void *user) {
     ts_register_options reg;
     ts_register_options_init(&reg);
     ts_pool *pool = ts_pool_create(1);
-    const ts_stage_pass ps = {RG_H, RG_W, &reg, pool, RG_COLS * RG_ROWS, NULL, 64u << 20, ranks_load, &j->reads,
+    const ts_stage_pass ps = {RG_H, RG_W, &reg, pool, RG_COLS * RG_ROWS, NULL, 64u << 20, ranks_load, NULL, &j->reads,
                               j->dist, NULL, NULL};
     ts_error err;
     j->st = ts_stage_reregister(&ps, j->p, j->n, &j->sum, &err);
