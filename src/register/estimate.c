@@ -56,6 +56,8 @@ typedef struct est_ctx {
     int64_t ntiles;
     int64_t raw_h, raw_w; /* tile plane before orientation */
     int64_t h, w;         /* after orientation */
+    ts_dtype held;        /* the first tile's held dtype (held_dtype): the cache's tile size */
+    unsigned char *tile_dtype; /* each tile's held dtype (ts_dtype), by tile id, set as it is read */
     char probe[64];       /* the tile they were read from ("A/1/000000"), for messages */
     ts_strip_geometry geom[2];
     ts_register_options reg;
@@ -110,38 +112,20 @@ static void well_pos(const est_ctx *c, int64_t id, int *w, int *p) {
     *p = (int)(id - c->tile_base[lo]);
 }
 
-void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
-    switch (dt) {
-#define CONVERT(T) { const T *s = src; for (size_t i = 0; i < n; i++) dst[i] = (float)s[i]; } break
-    case TS_BOOL: case TS_UINT8: CONVERT(uint8_t);
-    case TS_INT8: CONVERT(int8_t);
-    case TS_UINT16: CONVERT(uint16_t);
-    case TS_INT16: CONVERT(int16_t);
-    case TS_UINT32: CONVERT(uint32_t);
-    case TS_INT32: CONVERT(int32_t);
-    case TS_UINT64: CONVERT(uint64_t);
-    case TS_INT64: CONVERT(int64_t);
-    case TS_FLOAT64: CONVERT(double);
-    case TS_FLOAT32: memcpy(dst, src, n * sizeof(float)); break;
-    default: memset(dst, 0, n * sizeof(float)); break;
-#undef CONVERT
-    }
-}
-
 /* A buffer for one tile: a free slot of the arena, the most recently
  * freed first (its pages are faulted in already), else malloc'd. */
-static float *take_tile(est_ctx *c, size_t bytes) {
-    float *out = NULL;
+static void *take_tile(est_ctx *c, size_t bytes) {
+    void *out = NULL;
     if (c->arena && bytes == c->arena_tile) {
         pthread_mutex_lock(&c->arena_mu);
-        if (c->arena_nfree > 0) out = (float *)(c->arena + (size_t)c->arena_free[--c->arena_nfree] * bytes);
+        if (c->arena_nfree > 0) out = c->arena + (size_t)c->arena_free[--c->arena_nfree] * bytes;
         pthread_mutex_unlock(&c->arena_mu);
     }
     return out ? out : malloc(bytes);
 }
 
 /* A tile buffer back (the cache's release): an arena slot is free again. */
-static void release_tile(void *user, int64_t id, float *data) {
+static void release_tile(void *user, int64_t id, void *data) {
     (void)id;
     est_ctx *c = user;
     const unsigned char *b = (const unsigned char *)data;
@@ -194,16 +178,24 @@ static void tile_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
 #endif
 }
 
-/* Reads the chosen t/c/z plane of a tile, as float, oriented. */
-static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, ts_error *err) {
+/* How the tiles are held: in their own dtype where it is at most 4 bytes
+ * (a uint16 tile is half its float copy, and only the strips registered
+ * are converted, ts_samples), else as float32. */
+static ts_dtype held_dtype(ts_dtype dt) {
+    const size_t size = ts_dtype_size(dt);
+    return size > 0 && size <= 4 ? dt : TS_FLOAT32;
+}
+
+/* Reads the chosen t/c/z plane of a tile, oriented, in its held dtype
+ * (c->tile_dtype[id]). */
+static ts_status load_tile(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
     est_ctx *c = user;
     int w, p;
     well_pos(c, id, &w, &p);
     const ts_well_info *wi = &c->plate->wells[w];
     ts_image_meta meta;
     tz_array *arr = NULL;
-    void *raw = NULL;
-    float *flat = NULL, *out = NULL;
+    void *raw = NULL, *flat = NULL, *out = NULL;
     char path[4200];
     ts_plate_image_path(c->plate, w, p, path, sizeof path);
     ts_status st = ts_plate_open_array(c->plate, w, p, 0, &meta, &arr, err);
@@ -233,26 +225,33 @@ static ts_status load_tile(void *user, int64_t id, float **data, size_t *bytes, 
     size_t n = (size_t)(c->raw_h * c->raw_w);
     const ts_orientation *o = &c->opt->orientation;
     const bool identity = ts_orient_k(o) == 0 && !o->flipud && !o->fliplr;
-    raw = malloc(n * ts_dtype_size(am->dtype));
-    flat = identity ? NULL : malloc(n * sizeof(float));
-    out = take_tile(c, n * sizeof(float));
-    if (!raw || (!identity && !flat) || !out) {
+    const ts_dtype held = held_dtype(am->dtype);
+    const size_t held_size = ts_dtype_size(held);
+    /* The common case, a tile held as stored and not turned, is decoded
+     * straight into its buffer (a box that is one chunk is decoded in
+     * place); else through raw, and flat for a converted one turned. */
+    const bool direct = identity && held == am->dtype;
+    raw = direct ? NULL : malloc(n * ts_dtype_size(am->dtype));
+    flat = identity || held == am->dtype ? NULL : malloc(n * held_size);
+    out = take_tile(c, n * held_size);
+    if ((!direct && !raw) || (!identity && held != am->dtype && !flat) || !out) {
         st = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory for a %lldx%lld tile", path,
                      (long long)c->raw_h, (long long)c->raw_w);
         goto fail;
     }
-    if ((st = tz_array_read(arr, start, count, raw, err)) != TS_OK) goto fail;
-    if (identity) {
-        ts_samples_to_float(raw, am->dtype, n, out); /* the common case: no copy */
-    } else {
-        ts_samples_to_float(raw, am->dtype, n, flat);
-        ts_orient_plane(o, flat, c->raw_h, c->raw_w, sizeof(float), out);
+    if ((st = tz_array_read(arr, start, count, direct ? out : raw, err)) != TS_OK) goto fail;
+    if (held != am->dtype) { /* to float32, then turned */
+        ts_samples_to_float(raw, am->dtype, n, identity ? out : flat);
+        if (!identity) ts_orient_plane(o, flat, c->raw_h, c->raw_w, held_size, out);
+    } else if (!direct) {
+        ts_orient_plane(o, raw, c->raw_h, c->raw_w, held_size, out);
     }
     free(raw);
     free(flat);
     tz_array_close(arr);
+    c->tile_dtype[id] = (unsigned char)held;
     *data = out;
-    *bytes = n * sizeof(float);
+    *bytes = n * held_size;
     return TS_OK;
 fail:
     free(raw);
@@ -310,12 +309,13 @@ static int register_edge(void *user, int64_t i, int worker) {
         return 1;
     }
     int64_t ia = c->tile_base[e->well] + e->a, ib = c->tile_base[e->well] + e->b;
-    const float *ta = NULL, *tb = NULL;
+    const void *ta = NULL, *tb = NULL;
     ts_status st = ts_tile_cache_get(c->cache, ia, &ta, &err);
     if (st == TS_OK) {
         st = ts_tile_cache_get(c->cache, ib, &tb, &err);
         if (st == TS_OK) {
-            st = ts_register_pair(*slot, g, ta, tb, (int)c->w, &e->res, &err);
+            st = ts_register_pair(*slot, g, ts_tile_samples(ta, c->tile_dtype, ia), ts_tile_samples(tb, c->tile_dtype, ib),
+                                  (int)c->w, &e->res, &err);
             if (st == TS_OK && (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence)))
                 e->res.matched = false; /* never pass NaN on */
             if (st == TS_OK && c->kept && ts_stage_may_redo(&e->res)) /* while this pair still holds them */
@@ -496,6 +496,7 @@ static ts_status probe_tile_shape(est_ctx *c, ts_error *err) {
         ts_image_extent(&meta, am, extent);
         c->raw_h = extent[3];
         c->raw_w = extent[4];
+        c->held = held_dtype(am->dtype);
         tz_array_close(arr);
         /* The data is at fault, not the --overlap it would be checked
          * against next (that was a usage error, exit 2). */
@@ -582,6 +583,7 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
         c->tile_base[w] = c->ntiles;
         c->ntiles += c->plate->wells[w].npositions;
     }
+    if (!(c->tile_dtype = calloc((size_t)(c->ntiles ? c->ntiles : 1), 1))) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     st = opt->positions == TS_POSITIONS_NAMES ? build_graph(c, s, err) : build_position_graph(c, s, err);
     if (st != TS_OK) return st;
     if (opt->solve.guess && (st = ts_estimate_read_guess(opt->solve.guess, c->plate, c->tile_base, c->ntiles,
@@ -589,18 +591,19 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
         return st;
 
     /* Memory follows --cache, not what the tiles claim: the cache holds
-     * float32 tiles, a worker registers a pair of them, so a pair must fit
+     * decoded tiles, a worker registers a pair of them, so a pair must fit
      * it (a plate claiming 20000^2 px tiles decoded 1.6 GB per tile whatever
      * --cache said), and no more workers run than pairs fit. */
-    size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
-    if (c->h > (1 << 30) || c->w > (1 << 30) || tile_bytes / (size_t)c->h / sizeof(float) != (size_t)c->w ||
+    const size_t sample = ts_dtype_size(c->held);
+    size_t tile_bytes = (size_t)c->h * (size_t)c->w * sample;
+    if (c->h > (1 << 30) || c->w > (1 << 30) || tile_bytes / (size_t)c->h / sample != (size_t)c->w ||
         tile_bytes > opt->cache_bytes / 2) {
         char need[32], have[32];
         ts_format_bytes(need, sizeof need, c->h > (1 << 30) || c->w > (1 << 30) ? SIZE_MAX : 2 * tile_bytes);
         ts_format_bytes(have, sizeof have, opt->cache_bytes);
         return ts_fail(err, TS_ERR_NOMEM, "tile %s of plate %s is %lldx%lld px: registering a pair holds two "
-                       "such tiles as float32, %s, beyond --cache %s; give more --cache", c->probe,
-                       c->plate->path, (long long)c->h, (long long)c->w, need, have);
+                       "such tiles as decoded (%s), %s, beyond --cache %s; give more --cache", c->probe,
+                       c->plate->path, (long long)c->h, (long long)c->w, ts_dtype_name(c->held), need, have);
     }
     int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
     ts_pool *pool = *poolp = c->pool = ts_pool_create(opt->threads);
@@ -647,7 +650,7 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
     }
     int64_t used = 0;
     for (int64_t t = 0; t < c->ntiles; t++) used += uses[t] > 0;
-    const size_t tile_bytes = (size_t)c->h * (size_t)c->w * sizeof(float);
+    const size_t tile_bytes = (size_t)c->h * (size_t)c->w * ts_dtype_size(c->held);
     const int64_t fit = (int64_t)(opt->cache_bytes / tile_bytes);
     /* All of them within the budget: nothing is evicted, so keeping them
      * costs the first pass no read. */
@@ -883,7 +886,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
                                c->ntiles, (const int(*)[2])c->cell, (const double(*)[2])c->guess_origin,
                                (const int64_t(*)[2])tiles, trusted, c->nedges, c->kept ? c->cache : NULL,
-                               c->opt->cache_bytes, load_tile, release_tile, c};
+                               c->opt->cache_bytes, load_tile, release_tile, c, c->tile_dtype};
     int64_t reads = 0;
     st = ts_bridge_tiles(&bp, &c->bridges, &c->nbridges, &reads, err);
     /* (through the first pass's cache, its loads count them already) */
@@ -916,7 +919,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
                                e->rank, false, false, false};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
-                              c->opt->cache_bytes, load_tile, release_tile, c, c->opt->dist, c->opt->progress,
+                              c->opt->cache_bytes, load_tile, release_tile, c, c->tile_dtype, c->opt->dist, c->opt->progress,
                               c->opt->progress_user};
     ts_stage_summary sum;
     /* (with p NULL it fails after the ranks' collectives) */
@@ -1089,6 +1092,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_tile_cache_destroy(c.cache);
     ts_pages_unmap(c.arena, c.arena_bytes);
     free(c.arena_free);
+    free(c.tile_dtype);
     free(c.edges);
     free(c.bridges);
     free(c.cell);

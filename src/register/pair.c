@@ -95,13 +95,13 @@ bool ts_strip_geometry_at(const ts_strip_geometry *base, int h, int w, double ey
     return ov_y >= 4 && ov_x >= 4;
 }
 
-ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a,
-                           const float *b, int w, ts_register_result *res, ts_error *err) {
+ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, ts_samples a,
+                           ts_samples b, int w, ts_register_result *res, ts_error *err) {
     if (ts_registrar_height(r) != g->sh || ts_registrar_width(r) != g->sw)
         return ts_fail(err, TS_ERR_INTERNAL, "registrar is %dx%d but the strips are %dx%d",
                        ts_registrar_height(r), ts_registrar_width(r), g->sh, g->sw);
-    const float *sa = a + (size_t)g->a_y0 * (size_t)w + (size_t)g->a_x0;
-    const float *sb = b + (size_t)g->b_y0 * (size_t)w + (size_t)g->b_x0;
+    const ts_samples sa = ts_samples_at(a, (size_t)g->a_y0 * (size_t)w + (size_t)g->a_x0);
+    const ts_samples sb = ts_samples_at(b, (size_t)g->b_y0 * (size_t)w + (size_t)g->b_x0);
     ts_status st = ts_register_strips(r, sa, (size_t)w, sb, (size_t)w, g->prior_dy, g->prior_dx,
                                       res, err);
     if (st) return st;

@@ -177,8 +177,27 @@ int ts_registrar_width(const ts_registrar *r) { return r->w; }
 
 /* ------------------------------------------------------------ pre-filtering */
 
-/* Rows of src into dst, non-finite values (all exponent bits set) as 0. */
-static void copy_strip(float *dst, const float *src, size_t stride, int h, int w) {
+void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
+    switch (dt) {
+#define CONVERT(T) { const T *s = src; for (size_t i = 0; i < n; i++) dst[i] = (float)s[i]; } break
+    case TS_BOOL: case TS_UINT8: CONVERT(uint8_t);
+    case TS_INT8: CONVERT(int8_t);
+    case TS_UINT16: CONVERT(uint16_t);
+    case TS_INT16: CONVERT(int16_t);
+    case TS_UINT32: CONVERT(uint32_t);
+    case TS_INT32: CONVERT(int32_t);
+    case TS_UINT64: CONVERT(uint64_t);
+    case TS_INT64: CONVERT(int64_t);
+    case TS_FLOAT64: CONVERT(double);
+    case TS_FLOAT32: memcpy(dst, src, n * sizeof(float)); break;
+    default: memset(dst, 0, n * sizeof(float)); break;
+#undef CONVERT
+    }
+}
+
+/* Rows of float32 src into dst, non-finite values (all exponent bits set)
+ * as 0. */
+static void copy_rows_f32(float *dst, const float *src, size_t stride, int h, int w) {
     typedef int32_t v4i __attribute__((vector_size(16)));
     const v4i expo = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
     for (int y = 0; y < h; y++) {
@@ -192,6 +211,25 @@ static void copy_strip(float *dst, const float *src, size_t stride, int h, int w
             memcpy(d + x, &bits, sizeof bits);
         }
         for (; x < w; x++) d[x] = isfinite(s[x]) ? s[x] : 0.0f;
+    }
+}
+
+/* Rows of src, in its own dtype, into dst as float: each value as (float)
+ * of it (what a float copy of the whole tile held before), a non-finite
+ * one as 0. Integer samples convert to finite floats; float64 ones go
+ * through float first, as the whole-tile copy did. */
+static void copy_strip(float *dst, ts_samples src, size_t stride, int h, int w) {
+    if (src.dtype == TS_FLOAT32) {
+        copy_rows_f32(dst, src.p, stride, h, w);
+        return;
+    }
+    const size_t esize = ts_dtype_size(src.dtype);
+    for (int y = 0; y < h; y++) {
+        float *d = dst + (size_t)y * (size_t)w;
+        ts_samples_to_float((const unsigned char *)src.p + (size_t)y * stride * esize, src.dtype, (size_t)w, d);
+        if (src.dtype == TS_FLOAT64)
+            for (int x = 0; x < w; x++)
+                if (!isfinite(d[x])) d[x] = 0.0f;
     }
 }
 
@@ -506,7 +544,7 @@ static bool inside_lobe(int ty, int tx, double lobe_y, double lobe_x) {
     return y * y + x * x <= 1.0;
 }
 
-ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+ts_status ts_register_strips(ts_registrar *r, ts_samples a, size_t a_stride, ts_samples b,
                              size_t b_stride, double prior_dy, double prior_dx,
                              ts_register_result *res, ts_error *err) {
     int h = r->h, w = r->w;
@@ -701,7 +739,7 @@ ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, c
  * re-registered pair sees the same images), for a search that is not a
  * correlation: *ha, *hb are the background-free strips (the registrar's
  * buffers), NULL when a strip is constant. */
-ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+ts_status ts_registrar_prepare(ts_registrar *r, ts_samples a, size_t a_stride, ts_samples b,
                                size_t b_stride, const float **ha, const float **hb, ts_error *err) {
     int h = r->h, w = r->w;
     size_t n = (size_t)h * (size_t)w;

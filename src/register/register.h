@@ -20,6 +20,21 @@
 
 typedef enum ts_window { TS_WINDOW_NONE = 0, TS_WINDOW_HANN, TS_WINDOW_TUKEY } ts_window;
 
+/* Samples of an image in their own dtype (estimate keeps tiles as decoded:
+ * a uint16 tile is half the memory of its float copy, and only the strips
+ * registered are converted, as they are copied into a registrar). Any
+ * dtype; each sample reads as (float) of its value, a non-finite one as 0. */
+typedef struct ts_samples {
+    const void *p;
+    ts_dtype dtype;
+} ts_samples;
+
+static inline ts_samples ts_f32(const float *p) { return (ts_samples){p, TS_FLOAT32}; }
+/* The view i samples further on. */
+static inline ts_samples ts_samples_at(ts_samples s, size_t i) {
+    return (ts_samples){(const unsigned char *)s.p + i * ts_dtype_size(s.dtype), s.dtype};
+}
+
 typedef struct ts_register_options {
     /* Pre-filtering, in this order: non-negative shift (always), CLAHE, log
      * compression, Gaussian denoise, background subtraction, Sobel edge
@@ -98,7 +113,7 @@ double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int 
  * pre-filtered as ts_register_strips does them (*ha, *hb the
  * background-free strips, NULL when a strip is constant), the sub-pixel
  * refinement of ts_register_strips from an integer shift, and min_ncc. */
-ts_status ts_registrar_prepare(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+ts_status ts_registrar_prepare(ts_registrar *r, ts_samples a, size_t a_stride, ts_samples b,
                                size_t b_stride, const float **ha, const float **hb, ts_error *err);
 bool ts_registrar_refine(ts_registrar *r, double *dy, double *dx); /* false: no fit converged */
 double ts_registrar_min_ncc(const ts_registrar *r);
@@ -106,7 +121,7 @@ double ts_registrar_min_ncc(const ts_registrar *r);
 /* Registers two h x w strips given as row-major views with row strides (in
  * elements). prior_dy/dx: the shift expected from the nominal geometry,
  * returned when a strip carries no signal. */
-ts_status ts_register_strips(ts_registrar *r, const float *a, size_t a_stride, const float *b,
+ts_status ts_register_strips(ts_registrar *r, ts_samples a, size_t a_stride, ts_samples b,
                              size_t b_stride, double prior_dy, double prior_dx,
                              ts_register_result *res, ts_error *err);
 
@@ -147,8 +162,8 @@ bool ts_strip_geometry_at(const ts_strip_geometry *base, int h, int w, double ey
  * dir using registrar r, whose shape must be the geometry's strip shape.
  * res->dy/dx is the tile origin b minus origin a (nominal pitch plus the
  * measured correction). */
-ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a,
-                           const float *b, int w, ts_register_result *res, ts_error *err);
+ts_status ts_register_pair(ts_registrar *r, const ts_strip_geometry *g, ts_samples a,
+                           ts_samples b, int w, ts_register_result *res, ts_error *err);
 
 /* ---- pre-filters (exposed for tests) ---- */
 

@@ -109,11 +109,11 @@ void ts_rereg_scratch_free(ts_rereg_scratch *s) {
     s->win = NULL, s->work = NULL, s->cap = 0;
 }
 
-static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w,
+static ts_status search(ts_registrar *r, const ts_strip_geometry *g, ts_samples a, ts_samples b, int w,
                         const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
                         ts_rereg_result *out, ts_rereg_scratch *sc, ts_error *err);
 
-ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
+ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, ts_samples a, ts_samples b,
                              int w, const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
                              ts_rereg_result *out, ts_rereg_scratch *scratch, ts_error *err) {
     if (scratch) return search(r, g, a, b, w, win, have_first, first_dy, first_dx, out, scratch, err);
@@ -123,7 +123,7 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const 
     return st;
 }
 
-static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b, int w,
+static ts_status search(ts_registrar *r, const ts_strip_geometry *g, ts_samples a, ts_samples b, int w,
                         const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
                         ts_rereg_result *out, ts_rereg_scratch *sc, ts_error *err) {
     memset(out, 0, sizeof *out);
@@ -137,8 +137,9 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, const float
         return ts_fail(err, TS_ERR_INTERNAL, "registrar is %dx%d but the strips are %dx%d", ts_registrar_height(r),
                        ts_registrar_width(r), sh, sw);
     const float *ha, *hb;
-    ts_status st = ts_registrar_prepare(r, a + (size_t)g->a_y0 * (size_t)w + (size_t)g->a_x0, (size_t)w,
-                                        b + (size_t)g->b_y0 * (size_t)w + (size_t)g->b_x0, (size_t)w, &ha, &hb, err);
+    ts_status st = ts_registrar_prepare(r, ts_samples_at(a, (size_t)g->a_y0 * (size_t)w + (size_t)g->a_x0), (size_t)w,
+                                        ts_samples_at(b, (size_t)g->b_y0 * (size_t)w + (size_t)g->b_x0), (size_t)w,
+                                        &ha, &hb, err);
     if (st != TS_OK || !ha) return st; /* a constant strip: nothing found */
     const int cy = (int)lround(g->prior_dy), cx = (int)lround(g->prior_dx);
     /* The level: the whole window at full resolution when affordable, else

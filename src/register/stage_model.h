@@ -144,7 +144,7 @@ typedef struct ts_rereg_window {
  * row-major); first_dy/dx: the first pass's offset, scored in the same
  * strips for the choice. r: a registrar of g's strip shape. scratch: the
  * worker's (NULL: made and freed per call). */
-ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, const float *a, const float *b,
+ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, ts_samples a, ts_samples b,
                              int w, const ts_rereg_window *win, bool have_first, double first_dy, double first_dx,
                              ts_rereg_result *out, ts_rereg_scratch *scratch, ts_error *err);
 
@@ -179,6 +179,7 @@ typedef struct ts_stage_pass {
     ts_tile_load_fn load;
     ts_tile_release_fn release;
     void *load_user;
+    const unsigned char *tile_dtype; /* each tile's dtype as loaded (ts_tile_samples; NULL: float32) */
     /* The ranks (NULL: one process): each registers the pairs redone whose
      * rank (ts_stage_pair) is its own, and every rank gets every result.
      * Every rank must call ts_stage_reregister with the same pairs. */

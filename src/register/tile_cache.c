@@ -8,7 +8,7 @@
 enum { TILE_EMPTY = 0, TILE_LOADING, TILE_READY };
 
 typedef struct entry {
-    float *data;
+    void *data;
     size_t bytes;
     int state;
     int refs;       /* workers holding it */
@@ -109,7 +109,7 @@ static void make_room(ts_tile_cache *c, size_t incoming) {
     while (c->bytes + incoming > c->budget && c->lru_head >= 0) drop(c, c->lru_head);
 }
 
-ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const float **data, ts_error *err) {
+ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_error *err) {
     pthread_mutex_lock(&c->mu);
     entry *e = &c->e[id];
     while (e->state == TILE_LOADING) pthread_cond_wait(&c->loaded, &c->mu);
@@ -124,7 +124,7 @@ ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const float **data, ts
     e->state = TILE_LOADING;
     pthread_mutex_unlock(&c->mu);
 
-    float *buf = NULL;
+    void *buf = NULL;
     size_t bytes = 0;
     ts_status st = c->load(c->user, id, &buf, &bytes, err);
 

@@ -10,10 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "register/register.h"
 #include "tessera/tessera.h"
 
-/* Loads tile `id` into a malloc'd buffer; *bytes = its size. */
-typedef ts_status (*ts_tile_load_fn)(void *user, int64_t id, float **data, size_t *bytes,
+/* Loads tile `id` into a malloc'd buffer; *bytes = its size. What the
+ * buffer holds is the loader's business (estimate: the tile's samples in
+ * their own dtype). */
+typedef ts_status (*ts_tile_load_fn)(void *user, int64_t id, void **data, size_t *bytes,
                                      ts_error *err);
 
 typedef struct ts_tile_cache ts_tile_cache;
@@ -27,7 +30,7 @@ typedef struct ts_tile_cache_stats {
 ts_tile_cache *ts_tile_cache_create(int64_t ntiles, const int *uses, size_t budget,
                                     ts_tile_load_fn load, void *user);
 /* Returns the tile, loading it if needed; pair with one ts_tile_cache_release. */
-ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const float **data, ts_error *err);
+ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_error *err);
 void ts_tile_cache_release(ts_tile_cache *c, int64_t id);
 /* Changes how many more times tile id will be requested by delta (a later
  * pass announcing its uses, or giving back ones it kept and will not make):
@@ -35,7 +38,7 @@ void ts_tile_cache_release(ts_tile_cache *c, int64_t id);
 void ts_tile_cache_add_uses(ts_tile_cache *c, int64_t id, int delta);
 /* How the cache gives a tile's buffer back when it drops it (default:
  * free): for a loader whose buffers are not each malloc'd. */
-typedef void (*ts_tile_release_fn)(void *user, int64_t id, float *data);
+typedef void (*ts_tile_release_fn)(void *user, int64_t id, void *data);
 void ts_tile_cache_set_release(ts_tile_cache *c, ts_tile_release_fn release);
 ts_tile_cache_stats ts_tile_cache_get_stats(ts_tile_cache *c);
 /* The cache a later pass (the stage pass, the diagonal bridges) reads its
@@ -48,5 +51,11 @@ ts_tile_cache *ts_tile_cache_for_pass(ts_tile_cache *kept, int64_t ntiles, const
                                       ts_tile_load_fn load, ts_tile_release_fn release, void *user,
                                       ts_tile_cache **own);
 void ts_tile_cache_destroy(ts_tile_cache *c);
+
+/* A cached tile's samples, of dtype dtypes[id] (what the loader recorded,
+ * estimate's tile_dtype; NULL: float32, as tests load them). */
+static inline ts_samples ts_tile_samples(const void *data, const unsigned char *dtypes, int64_t id) {
+    return (ts_samples){data, dtypes ? (ts_dtype)dtypes[id] : TS_FLOAT32};
+}
 
 #endif

@@ -280,7 +280,7 @@ def weights_memory(plate, truth):
     set_tile_shapes(big, ("A/1",), {3: 60000, 4: 60000})
     p = run("fuse", big, s, "-o", out, "--memory", "2G", "--wells", "A/1", limit_mb=4096)
     refused(p, "60000^2 tile at --memory 2G", "tile A/1/000000", "60000x60000", "--memory")
-    # estimate too: a pair of such tiles is held as float32 in its cache,
+    # estimate too: a pair of such tiles is held as decoded in its cache,
     # which --cache bounds (it decoded them whatever --cache said)
     e = os.path.join(TMP, "big_est.yaml")
     p = run("estimate", big, "-o", e, "--overlap", "10", "--wells", "A/1", "--cache", "1G", limit_mb=2048)

@@ -56,7 +56,7 @@ static void register_shift(const ts_register_options *opt, int h, int w, double 
     ts_registrar *r;
     ts_error err;
     assert_int_equal(ts_registrar_create(h, w, opt, &r, &err), TS_OK);
-    assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, res, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, ts_f32(a), w, ts_f32(b), w, 0, 0, res, &err), TS_OK);
     ts_registrar_free(r);
     free(a);
     free(b);
@@ -127,7 +127,7 @@ static void test_negative_images(void **state) {
     ts_error err;
     ts_register_result res;
     assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
-    assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, &res, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, ts_f32(a), w, ts_f32(b), w, 0, 0, &res, &err), TS_OK);
     assert_true(fabs(res.dy - 4) < 0.2 && fabs(res.dx + 3) < 0.2);
     ts_registrar_free(r);
     free(a), free(b), free(s.b);
@@ -145,7 +145,7 @@ static void test_blank_low_confidence(void **state) {
     assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
     /* Constant strips: degenerate, prior returned. */
     for (int i = 0; i < h * w; i++) a[i] = b[i] = 500;
-    assert_int_equal(ts_register_strips(r, a, w, b, w, 1.5, 30, &res, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, ts_f32(a), w, ts_f32(b), w, 1.5, 30, &res, &err), TS_OK);
     assert_true(res.degenerate);
     assert_true(res.confidence == 0);
     assert_true(res.dy == 1.5 && res.dx == 30);
@@ -153,7 +153,7 @@ static void test_blank_low_confidence(void **state) {
     double worst = 0;
     for (int trial = 0; trial < 10; trial++) {
         for (int i = 0; i < h * w; i++) a[i] = (float)(500 + 20 * nrand()), b[i] = (float)(500 + 20 * nrand());
-        assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, &res, &err), TS_OK);
+        assert_int_equal(ts_register_strips(r, ts_f32(a), w, ts_f32(b), w, 0, 0, &res, &err), TS_OK);
         if (res.confidence > worst) worst = res.confidence;
     }
     print_message("noise-only strips: max confidence %.3f\n", worst);
@@ -162,7 +162,7 @@ static void test_blank_low_confidence(void **state) {
     scene s = make_scene(h * w / 40, h + 200, w + 200);
     float *t = render(&s, h, w, 50, 50, 5);
     for (int i = 0; i < h * w; i++) a[i] = (float)(500 + 5 * nrand());
-    assert_int_equal(ts_register_strips(r, t, w, a, w, 0, 0, &res, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, ts_f32(t), w, ts_f32(a), w, 0, 0, &res, &err), TS_OK);
     print_message("blank vs textured: confidence %.3f\n", res.confidence);
     assert_true(res.confidence < 0.1);
     assert_false(res.matched); /* not a measurement: the prior comes back */
@@ -189,7 +189,7 @@ static void test_periodic_low_confidence(void **state) {
     ts_error err;
     ts_register_result res;
     assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
-    assert_int_equal(ts_register_strips(r, a, w, b, w, 0, 0, &res, &err), TS_OK);
+    assert_int_equal(ts_register_strips(r, ts_f32(a), w, ts_f32(b), w, 0, 0, &res, &err), TS_OK);
     print_message("periodic: (%.2f, %.2f) conf %.3f ncc %.3f second %.3f ratio %.3f\n", res.dy,
                   res.dx, res.confidence, res.ncc, res.ncc_second, res.peak_ratio);
     /* Whatever period it picked, it must be one of the equivalent shifts ... */
@@ -226,7 +226,7 @@ static void test_pairs(void **state) {
             ts_registrar *r;
             assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, &err), TS_OK);
             ts_register_result res;
-            assert_int_equal(ts_register_pair(r, &g, a, b, W, &res, &err), TS_OK);
+            assert_int_equal(ts_register_pair(r, &g, ts_f32(a), ts_f32(b), W, &res, &err), TS_OK);
             print_message("pair dir %d ov %d: want (%.2f, %.2f) got (%.3f, %.3f) conf %.3f strip %dx%d\n",
                           dir, ov, tdy, tdx, res.dy, res.dx, res.confidence, g.sh, g.sw);
             assert_true(fabs(res.dy - tdy) < 0.2);
@@ -285,6 +285,68 @@ static void test_orientation(void **state) {
     }
 }
 
+/* Strips held in their own dtype (estimate keeps tiles as decoded) register
+ * exactly as their float copy, the view the registrar had before: same
+ * result, bit for bit, for every dtype, with a row stride wider than the
+ * strip, non-finite float samples read as 0 and float64 ones beyond float's
+ * range as 0 too. */
+static void fill_as(ts_dtype dt, const float *v, size_t n, void *out, float *as_float) {
+    for (size_t i = 0; i < n; i++) {
+        const double x = v[i];
+        switch (dt) {
+        case TS_UINT8: ((uint8_t *)out)[i] = (uint8_t)(x / 8); break;
+        case TS_INT8: ((int8_t *)out)[i] = (int8_t)(x / 16 - 60); break;
+        case TS_UINT16: ((uint16_t *)out)[i] = (uint16_t)x; break;
+        case TS_INT16: ((int16_t *)out)[i] = (int16_t)(x - 600); break;
+        case TS_UINT32: ((uint32_t *)out)[i] = (uint32_t)(x * 70000); break;
+        case TS_INT32: ((int32_t *)out)[i] = (int32_t)(x * 1000 - 500000); break;
+        case TS_UINT64: ((uint64_t *)out)[i] = (uint64_t)(x * 1e12); break;
+        case TS_INT64: ((int64_t *)out)[i] = (int64_t)(x * 1e12 - 5e14); break;
+        case TS_FLOAT32: ((float *)out)[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? INFINITY : (float)x; break;
+        case TS_FLOAT64: ((double *)out)[i] = i % 83 == 3 ? 1e300 : i % 79 == 2 ? NAN : x + 1e-9; break;
+        default: break;
+        }
+    }
+    ts_samples_to_float(out, dt, n, as_float); /* what estimate held before: the float copy */
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(as_float[i])) as_float[i] = 0.0f;
+}
+
+static void test_samples_dtypes(void **state) {
+    (void)state;
+    const int h = 64, w = 48, stride = 56;
+    scene s = make_scene(h * w / 40, h + 200, w + 200);
+    float *a = render(&s, h, stride, 50, 50, 5), *b = render(&s, h, stride, 53.5, 48.25, 5);
+    const size_t n = (size_t)h * stride;
+    const ts_dtype types[] = {TS_UINT8, TS_INT8, TS_UINT16, TS_INT16, TS_UINT32,
+                              TS_INT32, TS_UINT64, TS_INT64, TS_FLOAT32, TS_FLOAT64};
+    ts_register_options opt;
+    ts_register_options_init(&opt);
+    ts_registrar *r;
+    ts_error err;
+    assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
+    void *ra = malloc(n * 8), *rb = malloc(n * 8);
+    float *fa = malloc(n * sizeof *fa), *fb = malloc(n * sizeof *fb);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        fill_as(types[t], a, n, ra, fa);
+        fill_as(types[t], b, n, rb, fb);
+        ts_register_result native, copy;
+        assert_int_equal(ts_register_strips(r, (ts_samples){ra, types[t]}, stride, (ts_samples){rb, types[t]}, stride,
+                                            0, 0, &native, &err), TS_OK);
+        assert_int_equal(ts_register_strips(r, ts_f32(fa), stride, ts_f32(fb), stride, 0, 0, &copy, &err), TS_OK);
+        if (memcmp(&native, &copy, sizeof native) != 0)
+            fail_msg("%s: dy %.17g / %.17g, dx %.17g / %.17g, confidence %.17g / %.17g", ts_dtype_name(types[t]),
+                     native.dy, copy.dy, native.dx, copy.dx, native.confidence, copy.confidence);
+        /* the integer and float ones find the shift (not a vacuous pass) */
+        if (types[t] == TS_UINT16 || types[t] == TS_FLOAT32) {
+            assert_true(native.matched);
+            assert_true(fabs(native.dy - 3.5) < 0.2 && fabs(native.dx + 1.75) < 0.2);
+        }
+    }
+    free(ra), free(rb), free(fa), free(fb), free(a), free(b), free(s.b);
+    ts_registrar_free(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_orientation),
@@ -295,6 +357,7 @@ int main(void) {
         cmocka_unit_test(test_blank_low_confidence),
         cmocka_unit_test(test_periodic_low_confidence),
         cmocka_unit_test(test_pairs),
+        cmocka_unit_test(test_samples_dtypes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,7 @@ static double worst_error(int h, int depth, int nominal, double overlap, double 
         const double sy = 4 * urand() - 2, sx = depth - overlap - 0.5 + urand();
         float *a = render(&t, h, depth, 0, 0, noise), *b = render(&t, h, depth, sy, sx, noise);
         ts_register_result res;
-        assert_int_equal(ts_register_strips(r, a, (size_t)depth, b, (size_t)depth, 0, depth - nominal, &res, NULL),
+        assert_int_equal(ts_register_strips(r, ts_f32(a), (size_t)depth, ts_f32(b), (size_t)depth, 0, depth - nominal, &res, NULL),
                          TS_OK);
         assert_true(res.matched);
         double e = hypot(res.dy - sy, res.dx - sx);

@@ -117,7 +117,7 @@ static void register_with(bool memo, int h, int w, double ty, double tx, ts_regi
     assert_int_equal(ts_registrar_create(h, w, &opt, &r, &err), TS_OK);
     ts_registrar_set_memo(r, memo);
     /* twice: the memo of the first pair must not leak into the second */
-    for (int i = 0; i < 2; i++) assert_int_equal(ts_register_strips(r, a, (size_t)w, b, (size_t)w, 0, 0, res, &err), TS_OK);
+    for (int i = 0; i < 2; i++) assert_int_equal(ts_register_strips(r, ts_f32(a), (size_t)w, ts_f32(b), (size_t)w, 0, 0, res, &err), TS_OK);
     ts_registrar_ncc_counts(r, requested, scored);
     ts_registrar_free(r);
     free(scene), free(a), free(b);

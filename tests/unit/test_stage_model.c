@@ -144,7 +144,7 @@ static void test_first_pass_unfitted(void **state) {
         ts_registrar *r;
         assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
         ts_register_result res;
-        assert_int_equal(ts_register_pair(r, &g, a, b, W, &res, NULL), TS_OK);
+        assert_int_equal(ts_register_pair(r, &g, ts_f32(a), ts_f32(b), W, &res, NULL), TS_OK);
         assert_true(res.matched);
         assert_true(fabs(res.dy - 2) < 0.5 && fabs(res.dx - (W - NOMINAL)) < 0.5);
         assert_true(res.unfitted == !refine);
@@ -210,7 +210,7 @@ static ts_rereg_result search_rx(const float *a, const float *b, bool have_first
     assert_int_equal(ts_registrar_create(g.sh, g.sw, &opt, &r, NULL), TS_OK);
     ts_rereg_result x;
     const ts_rereg_window win = {d->radius[0], d->radius[1], 0, 0};
-    assert_int_equal(ts_reregister_pair(r, &g, a, b, W, &win, have_first, fdy, fdx, &x, kept, NULL), TS_OK);
+    assert_int_equal(ts_reregister_pair(r, &g, ts_f32(a), ts_f32(b), W, &win, have_first, fdy, fdx, &x, kept, NULL), TS_OK);
     ts_registrar_free(r);
     return x;
 }
