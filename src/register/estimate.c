@@ -78,7 +78,7 @@ typedef struct est_ctx {
      * next tile read; arena_free[0, arena_nfree) are the free slots. */
     unsigned char *arena;
     size_t arena_bytes, arena_tile;
-    int64_t *arena_free, arena_nfree;
+    int64_t *arena_free, arena_nfree, arena_nslots;
     pthread_mutex_t arena_mu;
     int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
@@ -163,6 +163,15 @@ static void tile_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
 #ifdef TS_ASAN
     (void)c, (void)nslots, (void)tile_bytes;
 #else
+    /* A later pass over the plate (the overlap probes) maps its own: the
+     * last one's goes back first, unless a tile still holds a slot of it
+     * (then that one serves on). */
+    if (c->arena) {
+        if (c->arena_nfree < c->arena_nslots) return;
+        ts_pages_unmap(c->arena, c->arena_bytes);
+        free(c->arena_free);
+        c->arena = NULL, c->arena_free = NULL, c->arena_bytes = 0, c->arena_nfree = c->arena_nslots = 0;
+    }
     const size_t huge = (size_t)2 << 20;
     if (nslots <= 0 || tile_bytes == 0 || tile_bytes > (SIZE_MAX - huge) / (size_t)nslots) return;
     const size_t bytes = ((size_t)nslots * tile_bytes + huge - 1) / huge * huge;
@@ -174,7 +183,7 @@ static void tile_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
     }
     for (int64_t k = 0; k < nslots; k++) free_slots[k] = nslots - 1 - k; /* slot 0 taken first */
     c->arena = p, c->arena_bytes = bytes, c->arena_tile = tile_bytes;
-    c->arena_free = free_slots, c->arena_nfree = nslots;
+    c->arena_free = free_slots, c->arena_nfree = c->arena_nslots = nslots;
 #endif
 }
 
@@ -593,7 +602,10 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
     /* Memory follows --cache, not what the tiles claim: the cache holds
      * decoded tiles, a worker registers a pair of them, so a pair must fit
      * it (a plate claiming 20000^2 px tiles decoded 1.6 GB per tile whatever
-     * --cache said), and no more workers run than pairs fit. */
+     * --cache said), and no more workers run than pairs fit. Sized by the
+     * first tile's dtype: a later tile of a wider one (a plate of mixed
+     * dtypes) is held in its own, up to 4x larger, and the cache counts
+     * its real size when it evicts. */
     const size_t sample = ts_dtype_size(c->held);
     size_t tile_bytes = (size_t)c->h * (size_t)c->w * sample;
     if (c->h > (1 << 30) || c->w > (1 << 30) || tile_bytes / (size_t)c->h / sample != (size_t)c->w ||

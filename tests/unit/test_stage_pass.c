@@ -151,8 +151,9 @@ static void test_pass(void **state) {
     void *two = estimate(&(run){plate, 24, 2, 0, false, NULL}, "s2.yaml", &r2, &n2);
     assert_int_equal(n1, n2);
     assert_memory_equal(one, two, n1);
-    /* 8 tiles of 64 KB: the plate's 49 do not fit, the pass reads again. */
-    void *small = estimate(&(run){plate, 24, 1, (size_t)8 * 128 * 128 * sizeof(float), false, NULL}, "s3.yaml", &r3, &n3);
+    /* 8 uint16 tiles of 32 KB (held as stored): the plate's 49 do not
+     * fit, the pass reads again. */
+    void *small = estimate(&(run){plate, 24, 1, (size_t)8 * 128 * 128 * sizeof(uint16_t), false, NULL}, "s3.yaml", &r3, &n3);
     assert_int_equal(n1, n3);
     assert_memory_equal(one, small, n1);
     assert_true(r3.tile_reads > r3.tiles);
@@ -165,8 +166,8 @@ static void test_keeps_only_may_redo(void **state) {
     ts_estimate_result r1, r2;
     size_t n1, n2;
     void *kept = estimate(&(run){calm, 24, 1, 0, false, NULL}, "calm1.yaml", &r1, &n1);
-    void *reread = estimate(&(run){calm, 24, 1, (size_t)8 * 128 * 128 * sizeof(float), false, NULL}, "calm2.yaml", &r2, &n2);
-    const size_t tile = (size_t)128 * 128 * sizeof(float);
+    void *reread = estimate(&(run){calm, 24, 1, (size_t)8 * 128 * 128 * sizeof(uint16_t), false, NULL}, "calm2.yaml", &r2, &n2);
+    const size_t tile = (size_t)128 * 128 * sizeof(uint16_t); /* uint16 tiles, held as stored */
     /* Every tile kept would leave all 64 in the cache at the end of the
      * first pass (the peak the previous rule reached). */
     assert_true(r1.peak_cache_bytes > 0);
