@@ -4,8 +4,10 @@
 #     decode, registration, solve, YAML, over all pairs registered; the
 #     kernel's microsecond figure, bench/cputime.py) and peak
 #     RSS; THREADS threads: pairs/s end to end;
-#   - the floor (bench/register_floor.c): decoding every tile once plus, per
-#     pair, the FFTW r2c of both strips and one c2r at estimate's strip
+#   - the floor (bench/register_floor.c): decoding every tile (the faster
+#     of two reads, into buffers already faulted in, not converted to
+#     float) plus, per pair, the FFTW r2c of both strips and one c2r at
+#     estimate's strip
 #     shapes, CPU ms per pair; the ratio tessera / floor (target <= 3) of
 #     the default run (with the stage model's pass) and, where estimate has
 #     --no-stage-model, of the first pass alone;
