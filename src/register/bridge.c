@@ -124,13 +124,12 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
         o.background_px = 0; /* as the stage pass: no room for a 32 px box in a corner */
         if ((st = ts_registrar_create(g.sh, g.sw, &o, slot, err)) != TS_OK) return st;
     }
-    const void *ta = NULL, *tb = NULL;
+    ts_samples ta, tb;
     ts_rereg_result rr;
     if ((st = ts_tile_cache_get(x->cache, ia, &ta, err)) != TS_OK) return st;
     if ((st = ts_tile_cache_get(x->cache, ib, &tb, err)) == TS_OK) {
         const ts_rereg_window win = {x->ry, x->rx, BRIDGE_MIN_SIDE, BRIDGE_SURE_NCC};
-        st = ts_reregister_pair(*slot, &g, ts_tile_samples(ta, bp->tile_dtype, ia), ts_tile_samples(tb, bp->tile_dtype, ib),
-                                bp->w, &win, false, 0, 0, &rr, &x->scratch[worker], err);
+        st = ts_reregister_pair(*slot, &g, ta, tb, bp->w, &win, false, 0, 0, &rr, &x->scratch[worker], err);
         ts_tile_cache_release(x->cache, ib);
     }
     ts_tile_cache_release(x->cache, ia);

@@ -44,7 +44,6 @@ typedef struct ts_bridge_pass {
     ts_tile_load_fn load;
     ts_tile_release_fn release;     /* of load's buffers */
     void *load_user;
-    const unsigned char *tile_dtype; /* each tile's dtype as loaded (ts_tile_samples; NULL: float32) */
 } ts_bridge_pass;
 
 /* The diagonal pairs tried (*out, malloc'd, in (well, a, b) order; the

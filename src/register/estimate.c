@@ -57,7 +57,8 @@ typedef struct est_ctx {
     int64_t raw_h, raw_w; /* tile plane before orientation */
     int64_t h, w;         /* after orientation */
     ts_dtype held;        /* the first tile's held dtype (held_dtype): the cache's tile size */
-    unsigned char *tile_dtype; /* each tile's held dtype (ts_dtype), by tile id, set as it is read */
+    size_t tile_bytes;    /* a tile of that dtype */
+    int64_t fit;          /* tiles of that size --cache holds */
     char probe[64];       /* the tile they were read from ("A/1/000000"), for messages */
     ts_strip_geometry geom[2];
     ts_register_options reg;
@@ -163,9 +164,12 @@ static void tile_arena(est_ctx *c, int64_t nslots, size_t tile_bytes) {
 #ifdef TS_ASAN
     (void)c, (void)nslots, (void)tile_bytes;
 #else
-    /* A later pass over the plate (the overlap probes) maps its own: the
-     * last one's goes back first, unless a tile still holds a slot of it
-     * (then that one serves on). */
+    /* A later first pass (each overlap probe's) maps its own: the last
+     * one's goes back first, so the pages the earlier passes faulted in
+     * are not held through it (one mapping for all the passes: peak RSS
+     * 104 against 75 MB on a 1024^2 plate estimated with a wrong
+     * --overlap); unless a tile still holds a slot of it, then it serves
+     * on. */
     if (c->arena) {
         if (c->arena_nfree < c->arena_nslots) return;
         ts_pages_unmap(c->arena, c->arena_bytes);
@@ -195,9 +199,8 @@ static ts_dtype held_dtype(ts_dtype dt) {
     return size > 0 && size <= 4 ? dt : TS_FLOAT32;
 }
 
-/* Reads the chosen t/c/z plane of a tile, oriented, in its held dtype
- * (c->tile_dtype[id]). */
-static ts_status load_tile(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
+/* Reads the chosen t/c/z plane of a tile, oriented, in its held dtype. */
+static ts_status load_tile(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
     est_ctx *c = user;
     int w, p;
     well_pos(c, id, &w, &p);
@@ -258,8 +261,8 @@ static ts_status load_tile(void *user, int64_t id, void **data, size_t *bytes, t
     free(raw);
     free(flat);
     tz_array_close(arr);
-    c->tile_dtype[id] = (unsigned char)held;
     *data = out;
+    *dtype = held;
     *bytes = n * held_size;
     return TS_OK;
 fail:
@@ -318,13 +321,12 @@ static int register_edge(void *user, int64_t i, int worker) {
         return 1;
     }
     int64_t ia = c->tile_base[e->well] + e->a, ib = c->tile_base[e->well] + e->b;
-    const void *ta = NULL, *tb = NULL;
+    ts_samples ta, tb;
     ts_status st = ts_tile_cache_get(c->cache, ia, &ta, &err);
     if (st == TS_OK) {
         st = ts_tile_cache_get(c->cache, ib, &tb, &err);
         if (st == TS_OK) {
-            st = ts_register_pair(*slot, g, ts_tile_samples(ta, c->tile_dtype, ia), ts_tile_samples(tb, c->tile_dtype, ib),
-                                  (int)c->w, &e->res, &err);
+            st = ts_register_pair(*slot, g, ta, tb, (int)c->w, &e->res, &err);
             if (st == TS_OK && (!isfinite(e->res.dy) || !isfinite(e->res.dx) || !isfinite(e->res.confidence)))
                 e->res.matched = false; /* never pass NaN on */
             if (st == TS_OK && c->kept && ts_stage_may_redo(&e->res)) /* while this pair still holds them */
@@ -592,7 +594,6 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
         c->tile_base[w] = c->ntiles;
         c->ntiles += c->plate->wells[w].npositions;
     }
-    if (!(c->tile_dtype = calloc((size_t)(c->ntiles ? c->ntiles : 1), 1))) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     st = opt->positions == TS_POSITIONS_NAMES ? build_graph(c, s, err) : build_position_graph(c, s, err);
     if (st != TS_OK) return st;
     if (opt->solve.guess && (st = ts_estimate_read_guess(opt->solve.guess, c->plate, c->tile_base, c->ntiles,
@@ -617,7 +618,8 @@ static ts_status estimate_prepare(est_ctx *c, ts_shifts **sp, ts_pool **poolp, i
                        "such tiles as decoded (%s), %s, beyond --cache %s; give more --cache", c->probe,
                        c->plate->path, (long long)c->h, (long long)c->w, ts_dtype_name(c->held), need, have);
     }
-    int64_t fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
+    const int64_t fit = c->fit = (int64_t)(opt->cache_bytes / (tile_bytes ? tile_bytes : 1));
+    c->tile_bytes = tile_bytes;
     ts_pool *pool = *poolp = c->pool = ts_pool_create(opt->threads);
     if (pool && ts_pool_size(pool) > fit / 2) {
         ts_pool_destroy(pool);
@@ -662,14 +664,12 @@ static ts_status estimate_register(est_ctx *c, int band_width, ts_error *err) {
     }
     int64_t used = 0;
     for (int64_t t = 0; t < c->ntiles; t++) used += uses[t] > 0;
-    const size_t tile_bytes = (size_t)c->h * (size_t)c->w * ts_dtype_size(c->held);
-    const int64_t fit = (int64_t)(opt->cache_bytes / tile_bytes);
     /* All of them within the budget: nothing is evicted, so keeping them
      * costs the first pass no read. */
-    if (c->keep_tiles && used <= fit &&
+    if (c->keep_tiles && used <= c->fit &&
         (c->kept = calloc((size_t)(c->ntiles > 0 ? c->ntiles : 1), sizeof *c->kept)))
         for (int64_t t = 0; t < c->ntiles; t++) atomic_init(&c->kept[t], 0);
-    tile_arena(c, used < fit ? used : fit, tile_bytes);
+    tile_arena(c, used < c->fit ? used : c->fit, c->tile_bytes);
     c->cache = ts_tile_cache_create(c->ntiles, uses, opt->cache_bytes, load_tile, c);
     if (c->cache) ts_tile_cache_set_release(c->cache, release_tile);
     free(uses);
@@ -898,7 +898,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
                                c->ntiles, (const int(*)[2])c->cell, (const double(*)[2])c->guess_origin,
                                (const int64_t(*)[2])tiles, trusted, c->nedges, c->kept ? c->cache : NULL,
-                               c->opt->cache_bytes, load_tile, release_tile, c, c->tile_dtype};
+                               c->opt->cache_bytes, load_tile, release_tile, c};
     int64_t reads = 0;
     st = ts_bridge_tiles(&bp, &c->bridges, &c->nbridges, &reads, err);
     /* (through the first pass's cache, its loads count them already) */
@@ -931,7 +931,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
                                e->rank, false, false, false};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
-                              c->opt->cache_bytes, load_tile, release_tile, c, c->tile_dtype, c->opt->dist, c->opt->progress,
+                              c->opt->cache_bytes, load_tile, release_tile, c, c->opt->dist, c->opt->progress,
                               c->opt->progress_user};
     ts_stage_summary sum;
     /* (with p NULL it fails after the ranks' collectives) */
@@ -1104,7 +1104,6 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     ts_tile_cache_destroy(c.cache);
     ts_pages_unmap(c.arena, c.arena_bytes);
     free(c.arena_free);
-    free(c.tile_dtype);
     free(c.edges);
     free(c.bridges);
     free(c.cell);

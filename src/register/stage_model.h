@@ -179,7 +179,6 @@ typedef struct ts_stage_pass {
     ts_tile_load_fn load;
     ts_tile_release_fn release;
     void *load_user;
-    const unsigned char *tile_dtype; /* each tile's dtype as loaded (ts_tile_samples; NULL: float32) */
     /* The ranks (NULL: one process): each registers the pairs redone whose
      * rank (ts_stage_pair) is its own, and every rank gets every result.
      * Every rank must call ts_stage_reregister with the same pairs. */

@@ -59,14 +59,13 @@ static ts_status redo_one(void *user, int64_t i, int worker, ts_error *err) {
     ts_register_options o = *x->ps->reg;
     o.background_px = 0;
     if (!*slot && (st = ts_registrar_create(g->sh, g->sw, &o, slot, err)) != TS_OK) return st;
-    const void *ta = NULL, *tb = NULL;
+    ts_samples ta, tb;
     ts_rereg_result rr;
     if ((st = ts_tile_cache_get(x->cache, q->ta, &ta, err)) != TS_OK) return st;
     if ((st = ts_tile_cache_get(x->cache, q->tb, &tb, err)) == TS_OK) {
         const ts_stage_dir *md = &x->m->dir[q->dir];
         const ts_rereg_window win = {md->radius[0], md->radius[1], 0, q->res.matched ? 0 : REMATCH_SURE_NCC};
-        st = ts_reregister_pair(*slot, g, ts_tile_samples(ta, x->ps->tile_dtype, q->ta),
-                                ts_tile_samples(tb, x->ps->tile_dtype, q->tb), x->ps->w, &win, q->res.matched, q->res.dy,
+        st = ts_reregister_pair(*slot, g, ta, tb, x->ps->w, &win, q->res.matched, q->res.dy,
                                 q->res.dx, &rr, &x->scratch[worker * 2 + q->dir], err);
         ts_tile_cache_release(x->cache, q->tb);
     }

@@ -9,6 +9,7 @@ enum { TILE_EMPTY = 0, TILE_LOADING, TILE_READY };
 
 typedef struct entry {
     void *data;
+    ts_dtype dtype;
     size_t bytes;
     int state;
     int refs;       /* workers holding it */
@@ -109,7 +110,7 @@ static void make_room(ts_tile_cache *c, size_t incoming) {
     while (c->bytes + incoming > c->budget && c->lru_head >= 0) drop(c, c->lru_head);
 }
 
-ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_error *err) {
+ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, ts_samples *tile, ts_error *err) {
     pthread_mutex_lock(&c->mu);
     entry *e = &c->e[id];
     while (e->state == TILE_LOADING) pthread_cond_wait(&c->loaded, &c->mu);
@@ -117,7 +118,7 @@ ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_
         lru_remove(c, id);
         e->refs++;
         c->stats.hits++;
-        *data = e->data;
+        *tile = (ts_samples){e->data, e->dtype};
         pthread_mutex_unlock(&c->mu);
         return TS_OK;
     }
@@ -125,8 +126,9 @@ ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_
     pthread_mutex_unlock(&c->mu);
 
     void *buf = NULL;
+    ts_dtype dtype = TS_FLOAT32;
     size_t bytes = 0;
-    ts_status st = c->load(c->user, id, &buf, &bytes, err);
+    ts_status st = c->load(c->user, id, &buf, &dtype, &bytes, err);
 
     pthread_mutex_lock(&c->mu);
     if (st != TS_OK) {
@@ -134,13 +136,14 @@ ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_
     } else {
         make_room(c, bytes);
         e->data = buf;
+        e->dtype = dtype;
         e->bytes = bytes;
         e->state = TILE_READY;
         e->refs++;
         c->bytes += bytes;
         if (c->bytes > c->stats.peak_bytes) c->stats.peak_bytes = c->bytes;
         c->stats.loads++;
-        *data = buf;
+        *tile = (ts_samples){buf, dtype};
     }
     pthread_cond_broadcast(&c->loaded);
     pthread_mutex_unlock(&c->mu);

@@ -13,10 +13,9 @@
 #include "register/register.h"
 #include "tessera/tessera.h"
 
-/* Loads tile `id` into a malloc'd buffer; *bytes = its size. What the
- * buffer holds is the loader's business (estimate: the tile's samples in
- * their own dtype). */
-typedef ts_status (*ts_tile_load_fn)(void *user, int64_t id, void **data, size_t *bytes,
+/* Loads tile `id` into a malloc'd buffer: *data its samples, of *dtype
+ * (estimate holds a tile in its own dtype, ts_samples), *bytes its size. */
+typedef ts_status (*ts_tile_load_fn)(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes,
                                      ts_error *err);
 
 typedef struct ts_tile_cache ts_tile_cache;
@@ -29,8 +28,9 @@ typedef struct ts_tile_cache_stats {
 /* uses[id]: how many times tile id will be requested (copied). */
 ts_tile_cache *ts_tile_cache_create(int64_t ntiles, const int *uses, size_t budget,
                                     ts_tile_load_fn load, void *user);
-/* Returns the tile, loading it if needed; pair with one ts_tile_cache_release. */
-ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, const void **data, ts_error *err);
+/* Returns the tile's samples, loading it if needed; pair with one
+ * ts_tile_cache_release. */
+ts_status ts_tile_cache_get(ts_tile_cache *c, int64_t id, ts_samples *tile, ts_error *err);
 void ts_tile_cache_release(ts_tile_cache *c, int64_t id);
 /* Changes how many more times tile id will be requested by delta (a later
  * pass announcing its uses, or giving back ones it kept and will not make):
@@ -51,11 +51,5 @@ ts_tile_cache *ts_tile_cache_for_pass(ts_tile_cache *kept, int64_t ntiles, const
                                       ts_tile_load_fn load, ts_tile_release_fn release, void *user,
                                       ts_tile_cache **own);
 void ts_tile_cache_destroy(ts_tile_cache *c);
-
-/* A cached tile's samples, of dtype dtypes[id] (what the loader recorded,
- * estimate's tile_dtype; NULL: float32, as tests load them). */
-static inline ts_samples ts_tile_samples(const void *data, const unsigned char *dtypes, int64_t id) {
-    return (ts_samples){data, dtypes ? (ts_dtype)dtypes[id] : TS_FLOAT32};
-}
 
 #endif

@@ -74,7 +74,8 @@ static void free_plate(plate *p) {
     for (int i = 0; i < N; i++) free(p->tile[i]);
 }
 
-static ts_status load(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
+static ts_status load(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
+    *dtype = TS_FLOAT32;
     (void)err;
     plate *p = user;
     *bytes = (size_t)T * T * sizeof(float);
@@ -123,7 +124,7 @@ static ts_bridge *run(plate *p, int threads, const ts_stage_model *m, int64_t *n
     ts_pool *pool = ts_pool_create(threads);
     const int64_t base = 0;
     const ts_bridge_pass bp = {T, T, &reg, m, pool, 1, &base, N, (const int(*)[2])cell, NULL,
-                               (const int64_t(*)[2])pairs, trusted, np, NULL, (size_t)1 << 26, load, NULL, p, NULL};
+                               (const int64_t(*)[2])pairs, trusted, np, NULL, (size_t)1 << 26, load, NULL, p};
     ts_bridge *out = NULL;
     ts_error err;
     assert_int_equal(ts_bridge_tiles(&bp, &out, n, reads, &err), TS_OK);

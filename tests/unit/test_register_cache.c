@@ -26,13 +26,15 @@ typedef struct loader {
 
 /* The cache's tile as the floats these tests load. */
 static ts_status get_f(ts_tile_cache *c, int64_t id, const float **t, ts_error *err) {
-    const void *v = NULL;
+    ts_samples v = {NULL, TS_FLOAT32};
     ts_status st = ts_tile_cache_get(c, id, &v, err);
-    *t = v;
+    assert_int_equal(v.dtype, TS_FLOAT32); /* as the loaders said */
+    *t = v.p;
     return st;
 }
 
-static ts_status load(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
+static ts_status load(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
+    *dtype = TS_FLOAT32;
     loader *l = user;
     if (id == l->fail_id) return ts_fail(err, TS_ERR_IO, "tile %lld unreadable", (long long)id);
     atomic_fetch_add(&l->loads[id], 1);
@@ -70,7 +72,8 @@ static void test_loads_once_and_drops(void **state) {
  * live in one mapping. */
 static float pool_buf[4][TILE_FLOATS];
 static int released[4];
-static ts_status load_pooled(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
+static ts_status load_pooled(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
+    *dtype = TS_FLOAT32;
     (void)user, (void)err;
     *data = pool_buf[id];
     *bytes = TILE_BYTES;
@@ -81,6 +84,32 @@ static void release_pooled(void *user, int64_t id, void *data) {
     assert_ptr_equal(data, pool_buf[id]);
     released[id]++;
 }
+/* The dtype the loader gives is what every get returns, loaded or hit
+ * (estimate holds uint16 tiles as such). */
+static uint16_t u16_buf[2][TILE_FLOATS];
+static ts_status load_u16(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
+    (void)user, (void)err;
+    *dtype = TS_UINT16;
+    *data = u16_buf[id];
+    *bytes = sizeof u16_buf[id];
+    return TS_OK;
+}
+static void release_none(void *user, int64_t id, void *data) { (void)user, (void)id, (void)data; }
+static void test_dtype_from_loader(void **state) {
+    (void)state;
+    int uses[2] = {2, 1};
+    ts_tile_cache *c = ts_tile_cache_create(2, uses, 100 * TILE_BYTES, load_u16, NULL);
+    ts_tile_cache_set_release(c, release_none);
+    for (int rep = 0; rep < 2; rep++) { /* loaded, then a hit */
+        ts_samples t = {NULL, TS_FLOAT32};
+        assert_int_equal(ts_tile_cache_get(c, 0, &t, NULL), TS_OK);
+        assert_int_equal(t.dtype, TS_UINT16);
+        assert_ptr_equal(t.p, u16_buf[0]);
+        ts_tile_cache_release(c, 0);
+    }
+    ts_tile_cache_destroy(c);
+}
+
 static void test_release_function(void **state) {
     (void)state;
     int uses[4] = {1, 2, 0, 0};
@@ -181,6 +210,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loads_once_and_drops),
         cmocka_unit_test(test_release_function),
+        cmocka_unit_test(test_dtype_from_loader),
         cmocka_unit_test(test_budget_evicts_lru),
         cmocka_unit_test(test_load_error),
         cmocka_unit_test(test_concurrent),

@@ -204,7 +204,8 @@ static void test_probes_keep_nothing(void **state) {
 }
 
 static int loads;
-static ts_status count_load(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
+static ts_status count_load(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
+    *dtype = TS_FLOAT32;
     (void)user, (void)id, (void)err;
     loads++;
     *data = calloc(16, sizeof(float));
@@ -217,7 +218,7 @@ static void test_add_uses(void **state) {
     const int uses[2] = {1, 1};
     ts_tile_cache *c = ts_tile_cache_create(2, uses, 1 << 20, count_load, NULL);
     assert_non_null(c);
-    const void *d;
+    ts_samples d;
     loads = 0;
     /* Tile 0: a use added before its last release keeps it. */
     assert_int_equal(ts_tile_cache_get(c, 0, &d, NULL), TS_OK);
@@ -251,7 +252,8 @@ typedef struct rank_reads {
     int tiles[RG_COLS * RG_ROWS];
 } rank_reads;
 
-static ts_status ranks_load(void *user, int64_t id, void **data, size_t *bytes, ts_error *err) {
+static ts_status ranks_load(void *user, int64_t id, void **data, ts_dtype *dtype, size_t *bytes, ts_error *err) {
+    *dtype = TS_FLOAT32;
     (void)err;
     ((rank_reads *)user)->tiles[id]++;
     *bytes = (size_t)RG_H * RG_W * sizeof(float);
@@ -322,7 +324,7 @@ static void *redo_as_rank(void *user) {
     ts_register_options reg;
     ts_register_options_init(&reg);
     ts_pool *pool = ts_pool_create(1);
-    const ts_stage_pass ps = {RG_H, RG_W, &reg, pool, RG_COLS * RG_ROWS, NULL, 64u << 20, ranks_load, NULL, &j->reads, NULL,
+    const ts_stage_pass ps = {RG_H, RG_W, &reg, pool, RG_COLS * RG_ROWS, NULL, 64u << 20, ranks_load, NULL, &j->reads,
                               j->dist, NULL, NULL};
     ts_error err;
     j->st = ts_stage_reregister(&ps, j->p, j->n, &j->sum, &err);
