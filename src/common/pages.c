@@ -1,6 +1,9 @@
 /* Anonymous page mappings (pages.h). */
 #include "common/pages.h"
 
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 void *ts_pages_map(size_t bytes, bool huge, bool populate) {
@@ -26,4 +29,48 @@ void *ts_pages_map(size_t bytes, bool huge, bool populate) {
 
 void ts_pages_unmap(void *p, size_t bytes) {
     if (p) munmap(p, bytes);
+}
+
+bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
+    memset(s, 0, sizeof *s);
+    if (n < 0 || n > TS_PAGE_SET_MAX) return false;
+    const size_t align = 64, huge = (size_t)2 << 20;
+#ifdef TS_ASAN
+    (void)huge;
+    s->n = n;
+    for (int k = 0; k < n; k++) {
+        size_t bytes = sizes[k] ? (sizes[k] + align - 1) / align * align : align;
+        if (!(s->own[k] = aligned_alloc(align, bytes))) {
+            ts_page_set_free(s);
+            return false;
+        }
+        memset(s->own[k], 0, bytes);
+        out[k] = s->own[k];
+    }
+    return true;
+#else
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        if (sizes[k] > SIZE_MAX - total - align) return false;
+        total += (sizes[k] + align - 1) / align * align;
+    }
+    if (total == 0) total = align;
+    const bool use_huge = total >= huge;
+    if (use_huge) total = (total + huge - 1) / huge * huge;
+    unsigned char *p = ts_pages_map(total, use_huge, false);
+    if (!p) return false;
+    s->map = p, s->bytes = total, s->n = n;
+    for (int k = 0; k < n; k++) {
+        out[k] = p;
+        p += (sizes[k] + align - 1) / align * align;
+    }
+    return true;
+#endif
+}
+
+void ts_page_set_free(ts_page_set *s) {
+    if (!s) return;
+    for (int k = 0; k < s->n && k < TS_PAGE_SET_MAX; k++) free(s->own[k]);
+    ts_pages_unmap(s->map, s->bytes);
+    memset(s, 0, sizeof *s);
 }

@@ -139,14 +139,6 @@ static void release_tile(void *user, int64_t id, void *data) {
     }
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TS_ASAN 1
-#endif
-#endif
-
 /* The tile buffers: one mapping on huge pages, with a slot for each tile
  * the cache can hold at once (nslots), faulted in only as slots are first
  * used; a dropped tile's slot is the next tile's (the most recently freed

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/pages.h"
 #include "register/lowpass.h"
 #include "register/refine.h"
 #include "register/vec.h"
@@ -35,8 +36,9 @@ struct ts_registrar {
     double *rowsum;        /* w: background subtraction's column sums */
     float *ha, *hb;        /* the same without their smooth background: what is
                               correlated (the refinement fits fa/fb with a gain) */
-    float *real;           /* FFT input / correlation surface (fftwf_malloc) */
+    float *real;           /* FFT input / correlation surface */
     fftwf_complex *A, *B;  /* spectra, h * wc */
+    ts_page_set planes;    /* holds fa, fb, ha, hb, tmp, real, A and B */
     float *win_y, *win_x;  /* separable apodisation window */
     float *gauss_y, *gauss_x; /* separable spectral Gaussian */
     fftwf_plan forward, inverse;
@@ -101,20 +103,20 @@ ts_status ts_registrar_create(int h, int w, const ts_register_options *opt, ts_r
     if (opt) r->opt = *opt;
     else ts_register_options_init(&r->opt);
     size_t n = (size_t)h * (size_t)w, nc = (size_t)h * (size_t)r->wc;
-    r->fa = malloc(n * sizeof(float));
-    r->fb = malloc(n * sizeof(float));
-    r->ha = malloc(n * sizeof(float));
-    r->hb = malloc(n * sizeof(float));
-    /* Background subtraction needs two planes, the refinement TS_REFINE_WORK. */
-    r->tmp = malloc(TS_REFINE_WORK(h, w) * sizeof(float));
+    /* The planes and spectra every pair writes, in one mapping (pages.h).
+     * Background subtraction needs two planes, the refinement TS_REFINE_WORK. */
+    const size_t plane = n * sizeof(float), spectrum = nc * sizeof(fftwf_complex);
+    const size_t sizes[] = {plane, plane, plane, plane, TS_REFINE_WORK(h, w) * sizeof(float), plane, spectrum, spectrum};
+    void *planes[8];
+    if (ts_page_set_alloc(&r->planes, 8, sizes, planes)) {
+        r->fa = planes[0], r->fb = planes[1], r->ha = planes[2], r->hb = planes[3];
+        r->tmp = planes[4], r->real = planes[5], r->A = planes[6], r->B = planes[7];
+    }
     r->rowsum = malloc((size_t)w * sizeof(double));
     r->win_y = malloc((size_t)h * sizeof(float));
     r->win_x = malloc((size_t)w * sizeof(float));
     r->gauss_y = malloc((size_t)h * sizeof(float));
     r->gauss_x = malloc((size_t)r->wc * sizeof(float));
-    r->real = fftwf_malloc(n * sizeof(float));
-    r->A = fftwf_malloc(nc * sizeof(fftwf_complex));
-    r->B = fftwf_malloc(nc * sizeof(fftwf_complex));
     r->memo = calloc(MEMO_SLOTS, sizeof *r->memo);
     r->lowpass = ts_lowpass_plans_create();
     if (!r->fa || !r->fb || !r->ha || !r->hb || !r->tmp || !r->rowsum || !r->win_y || !r->win_x || !r->gauss_y || !r->gauss_x ||
@@ -147,19 +149,12 @@ void ts_registrar_free(ts_registrar *r) {
     if (r->forward) fftwf_destroy_plan(r->forward);
     if (r->inverse) fftwf_destroy_plan(r->inverse);
     ts_fftwf_planner_unlock();
-    free(r->fa);
-    free(r->fb);
-    free(r->ha);
-    free(r->hb);
-    free(r->tmp);
+    ts_page_set_free(&r->planes);
     free(r->rowsum);
     free(r->win_y);
     free(r->win_x);
     free(r->gauss_y);
     free(r->gauss_x);
-    fftwf_free(r->real);
-    fftwf_free(r->A);
-    fftwf_free(r->B);
     free(r->memo);
     ts_lowpass_plans_free(r->lowpass);
     free(r);
