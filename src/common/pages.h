@@ -27,17 +27,19 @@ void ts_pages_unmap(void *p, size_t bytes);
 #endif
 
 /* Up to TS_PAGE_SET_MAX long-lived buffers a worker fills at once (a
- * registrar's planes and spectra), each 64-byte aligned (FFTW's SIMD
- * alignment), in one mapping on huge pages where it is at least 2 MiB: the
- * first write faults them in 2 MiB at a time, not 4 KiB (9,000 faults,
- * a sixth of estimate's time on 2048^2 tiles, were the planes of its two
- * registrars). Under AddressSanitizer each buffer is its own allocation. */
+ * registrar's planes and spectra, a window NCC's transforms), each 64-byte
+ * aligned (FFTW's SIMD alignment), carved from one block: from 1 MiB up a
+ * mapping rounded up to whole huge pages, so the first write faults them
+ * in 2 MiB at a time, not 4 KiB (9,000 faults, a sixth of estimate's time
+ * on 2048^2 tiles, were the planes of its two registrars); below, one heap
+ * block (freed blocks come back already faulted in). Under
+ * AddressSanitizer each buffer is its own allocation. */
 #define TS_PAGE_SET_MAX 16
 typedef struct ts_page_set {
     void *map;
     size_t bytes;
     int n;
-    void *own[TS_PAGE_SET_MAX]; /* TS_ASAN: the separate allocations */
+    void *own[TS_PAGE_SET_MAX]; /* heap blocks: the one block, or (TS_ASAN) each buffer */
 } ts_page_set;
 
 /* Points out[k] at sizes[k] bytes for k < n (n <= TS_PAGE_SET_MAX);

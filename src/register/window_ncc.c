@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/pages.h"
 
 /* FFTW's planner is not thread-safe (execution is); double-precision plans
  * have their own planner, apart from the registrar's float one. */
@@ -83,6 +84,7 @@ typedef struct fft_slot {
     int h, w, P, Q;
     double *pa, *pb, *I;
     fftw_complex *fa, *fb;
+    ts_page_set mem; /* holds pa, pb, I, fa and fb */
     fftw_plan fwd_a, fwd_b, inv;
 } fft_slot;
 
@@ -104,7 +106,7 @@ static void slot_free(fft_slot *s) {
     if (s->fwd_b) fftw_destroy_plan(s->fwd_b);
     if (s->inv) fftw_destroy_plan(s->inv);
     pthread_mutex_unlock(&planner_lock);
-    fftw_free(s->pa), fftw_free(s->pb), fftw_free(s->fa), fftw_free(s->fb), free(s->I);
+    ts_page_set_free(&s->mem);
     free(s);
 }
 
@@ -124,10 +126,11 @@ static fft_slot *slot_new(int h, int w, int P, int Q, ts_error *err) {
     }
     s->h = h, s->w = w, s->P = P, s->Q = Q;
     const size_t nr = (size_t)s->P * (size_t)s->Q, nc = (size_t)s->P * (size_t)(s->Q / 2 + 1);
-    s->pa = fftw_malloc(nr * sizeof *s->pa), s->pb = fftw_malloc(nr * sizeof *s->pb);
-    s->fa = fftw_malloc(nc * sizeof *s->fa), s->fb = fftw_malloc(nc * sizeof *s->fb);
-    s->I = malloc(4 * ((size_t)h + 1) * ((size_t)w + 1) * sizeof *s->I);
-    if (s->pa && s->pb && s->fa && s->fb && s->I) {
+    const size_t sizes[] = {nr * sizeof *s->pa, nr * sizeof *s->pb, nc * sizeof *s->fa, nc * sizeof *s->fb,
+                            4 * ((size_t)h + 1) * ((size_t)w + 1) * sizeof *s->I};
+    void *buf[5];
+    if (ts_page_set_alloc(&s->mem, 5, sizes, buf)) {
+        s->pa = buf[0], s->pb = buf[1], s->fa = buf[2], s->fb = buf[3], s->I = buf[4];
         pthread_mutex_lock(&planner_lock);
         s->fwd_a = fftw_plan_dft_r2c_2d(s->P, s->Q, s->pa, s->fa, FFTW_ESTIMATE);
         s->fwd_b = fftw_plan_dft_r2c_2d(s->P, s->Q, s->pb, s->fb, FFTW_ESTIMATE);
