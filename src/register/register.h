@@ -107,6 +107,11 @@ void ts_registrar_set_memo(ts_registrar *r, bool on);
 /* NCC of b[y][x] against a[y + sy][x + sx] over their overlap (h x w
  * images, row-major); 0 for an empty or constant overlap. */
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx);
+/* Tests: the same as compiled for one instruction set ("sse2", the x86-64
+ * baseline, or "avx2", which ts_overlap_ncc takes where the CPU has it);
+ * false when this build or CPU has no such variant. */
+bool ts_overlap_ncc_isa(const char *isa, const float *a, const float *b, int h, int w, int sy, int sx,
+                        double *ncc);
 
 /* For searches that are not a correlation (the stage model's window,
  * reregister.c), from the registrar's buffers: the strips copied and

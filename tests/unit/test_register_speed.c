@@ -89,6 +89,43 @@ static void test_ncc_matches_double(void **state) {
     assert_true(ts_overlap_ncc(c, c, 4, 4, 4, 0) == 0);
 }
 
+/* The NCC as compiled for SSE2 and for AVX2 (what ts_overlap_ncc takes
+ * where the CPU has it): the same bits on odd sizes and shifts of both
+ * signs, tails of every length, flushes after one row and after many. */
+static void test_ncc_isas_same_bits(void **state) {
+    (void)state;
+    double probe;
+    float one[16] = {0};
+    if (!ts_overlap_ncc_isa("avx2", one, one, 4, 4, 0, 0, &probe)) {
+        print_message("no AVX2 here: nothing to compare\n");
+        skip();
+    }
+    static const int sizes[][2] = {{37, 53}, {129, 7}, {301, 263}, {64, 1031}, {2049, 41}, {9, 16}};
+    int compared = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int h = sizes[k][0], w = sizes[k][1];
+        const size_t n = (size_t)h * (size_t)w;
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        for (size_t i = 0; i < n; i++) {
+            a[i] = (float)(1000.0 * urand() - 300.0);
+            b[i] = 0.5f * a[(i * 7919) % n] + (float)(40.0 * urand());
+        }
+        for (int sy = -(h - 2); sy <= h - 2; sy += h / 5 + 1)
+            for (int sx = -(w - 2); sx <= w - 2; sx += w / 6 + 1) {
+                double narrow, wide;
+                assert_true(ts_overlap_ncc_isa("sse2", a, b, h, w, sy, sx, &narrow));
+                assert_true(ts_overlap_ncc_isa("avx2", a, b, h, w, sy, sx, &wide));
+                assert_memory_equal(&narrow, &wide, sizeof narrow);
+                const double chosen = ts_overlap_ncc(a, b, h, w, sy, sx);
+                assert_memory_equal(&chosen, &wide, sizeof chosen);
+                compared++;
+            }
+        free(a), free(b);
+    }
+    assert_false(ts_overlap_ncc_isa("avx9", one, one, 4, 4, 0, 0, &probe));
+    print_message("%d shifts: SSE2 and AVX2 the same bits\n", compared);
+}
+
 /* A periodic-ish textured pair (many candidates and rivals, so climbs
  * revisit shifts): the memo changes nothing but the number of NCCs
  * computed. */
@@ -150,6 +187,7 @@ static void test_memo_same_results(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ncc_matches_double),
+        cmocka_unit_test(test_ncc_isas_same_bits),
         cmocka_unit_test(test_memo_same_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
