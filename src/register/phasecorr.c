@@ -1,5 +1,15 @@
 /* Phase correlation of two overlap strips, with candidate-peak
  * disambiguation by normalised cross-correlation of the overlap. */
+/* The registration's per-pixel loops (here, prefilter.c, refine.c,
+ * lowpass.c, window_ncc.c) at -O3, as fuse/kernels.c: RelWithDebInfo's -O2
+ * vectorises only loops that need no runtime checks (trip count, aliasing),
+ * which leaves most of them scalar. Vectorising element-wise loops does
+ * not change their results (no reassociation without -ffast-math; the
+ * reductions keep their explicit lanes, vec.h): the shifts files are the
+ * same bytes, estimate 5-12% faster (256 and 2048 px plates). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include "register/register.h"
 
 #include <fftw3.h>

@@ -1,4 +1,8 @@
 /* Pre-filters applied to overlap strips before phase correlation. */
+/* -O3: see phasecorr.c. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include "register/register.h"
 
 #include <math.h>
