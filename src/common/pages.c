@@ -44,7 +44,6 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
             ts_page_set_free(s);
             return false;
         }
-        memset(s->own[k], 0, bytes);
         out[k] = s->own[k];
     }
     return true;
@@ -60,7 +59,6 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
         /* Small: from the heap, whose freed blocks are already faulted in
          * (a window scratch of each new size would map fresh pages). */
         if (!(p = aligned_alloc(align, total))) return false;
-        memset(p, 0, total);
         s->own[0] = p;
     } else {
         /* From half a huge page up: rounded up to whole ones (a 1.5 MB

@@ -43,7 +43,8 @@ typedef struct ts_page_set {
 } ts_page_set;
 
 /* Points out[k] at sizes[k] bytes for k < n (n <= TS_PAGE_SET_MAX);
- * false (and nothing held) when out of memory. Zero-filled. */
+ * false (and nothing held) when out of memory. Not cleared (as malloc):
+ * zeroing a 256 px registrar's planes was 6% of a 2x2 plate's estimate. */
 bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out);
 void ts_page_set_free(ts_page_set *s);
 

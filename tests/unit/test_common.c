@@ -229,26 +229,22 @@ static int groups_without(int nv, int ne, const int64_t (*ends)[2], const unsign
 /* ts_graph_bridges against brute force (an edge is a bridge when taking it
  * out adds a group) on random sparse graphs with parallel edges, self
  * loops and unused edges. */
-/* Every buffer of a page set 64-byte aligned, zero-filled, writable over
- * its whole size and apart from the others (one mapping carved in turn:
- * an offset rounded the wrong way would overlap two planes). */
-static void test_page_set_carves_apart(void **state) {
-    (void)state;
-    const size_t sizes[] = {3, (size_t)5 << 20, 0, 100, ((size_t)2 << 20) + 1, 64};
-    enum { N = sizeof sizes / sizeof sizes[0] };
-    void *out[N];
+/* Every buffer of a page set 64-byte aligned, writable over its whole size
+ * and apart from the others (one block carved in turn: an offset rounded
+ * the wrong way would overlap two planes), from the heap and from huge
+ * pages. */
+static void check_page_set(const size_t *sizes, int n) {
+    void *out[TS_PAGE_SET_MAX];
     ts_page_set set;
-    assert_true(ts_page_set_alloc(&set, N, sizes, out));
-    for (int k = 0; k < N; k++) {
+    assert_true(ts_page_set_alloc(&set, n, sizes, out));
+    for (int k = 0; k < n; k++) {
         assert_int_equal((uintptr_t)out[k] % 64, 0);
-        const unsigned char *p = out[k];
-        for (size_t i = 0; i < sizes[k]; i++) assert_int_equal(p[i], 0);
         memset(out[k], 0xA0 + k, sizes[k]);
     }
-    for (int k = 0; k < N; k++) {
+    for (int k = 0; k < n; k++) {
         const unsigned char *p = out[k];
         for (size_t i = 0; i < sizes[k]; i++) assert_int_equal(p[i], 0xA0 + k);
-        for (int j = 0; j < N; j++) {
+        for (int j = 0; j < n; j++) {
             if (j == k || !sizes[j] || !sizes[k]) continue;
             const uintptr_t a0 = (uintptr_t)out[k], a1 = a0 + sizes[k], b0 = (uintptr_t)out[j], b1 = b0 + sizes[j];
             assert_true(a1 <= b0 || b1 <= a0);
@@ -256,8 +252,17 @@ static void test_page_set_carves_apart(void **state) {
     }
     ts_page_set_free(&set);
     ts_page_set_free(&set); /* freed twice: the first left it empty */
+}
+
+static void test_page_set_carves_apart(void **state) {
+    (void)state;
+    const size_t huge[] = {3, (size_t)5 << 20, 0, 100, ((size_t)2 << 20) + 1, 64}; /* whole huge pages */
+    const size_t small[] = {3, 0, 100, 64, 4000, 65};                                 /* one heap block */
+    check_page_set(huge, 6);
+    check_page_set(small, 6);
     void *more[TS_PAGE_SET_MAX + 1];
     size_t many[TS_PAGE_SET_MAX + 1] = {0};
+    ts_page_set set;
     assert_false(ts_page_set_alloc(&set, TS_PAGE_SET_MAX + 1, many, more));
 }
 
