@@ -349,6 +349,13 @@ typedef struct ts_estimate_well_qc {
                                     well's largest group: placed as a group on the grid (or
                                     the guess), as far off as the stage put them */
     char first_cut_off[96];      /* the first of them, "" when none */
+    int64_t stranded;            /* tiles with content and no pair, left on their stage positions:
+                                    no matched pair, and a diagonal corner that matched (NCC >= 0.8,
+                                    which blank corners do not reach) but was refused as a bridge
+                                    (a rival maximum too close, or no sub-pixel fit) */
+    char first_stranded[96];     /* the first of them, "" when none */
+    double stranded_ncc;         /* the first one's corner: its maximum's NCC */
+    double stranded_rival;       /* ... and the best other local maximum's (-1: none) */
     int64_t hanging;             /* tiles joined to the well's largest group only through one
                                     pair of confidence < 0.5 in no loop of pairs: its error,
                                     whatever it is, moves them all, and nothing can check it */

@@ -162,6 +162,11 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
         json_object_set_new(o, "first_bridged_tile", w->bridged ? cli_json_path(w->first_bridged) : json_null());
         json_object_set_new(o, "cut_off_tiles", json_integer((json_int_t)w->cut_off));
         json_object_set_new(o, "first_cut_off_tile", w->cut_off ? cli_json_path(w->first_cut_off) : json_null());
+        json_object_set_new(o, "stranded_tiles", json_integer((json_int_t)w->stranded));
+        json_object_set_new(o, "first_stranded_tile", w->stranded ? cli_json_path(w->first_stranded) : json_null());
+        json_object_set_new(o, "first_stranded_ncc", w->stranded ? number(w->stranded_ncc, 3) : json_null());
+        json_object_set_new(o, "first_stranded_rival_ncc",
+                            w->stranded && w->stranded_rival > -1 ? number(w->stranded_rival, 3) : json_null());
         json_object_set_new(o, "worst_outlier", w->worst_outlier[0][0] ? json_pack("[o,o]", cli_json_path(w->worst_outlier[0]),
                                                                                    cli_json_path(w->worst_outlier[1]))
                                                                       : json_null());
@@ -233,6 +238,18 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
         if (w->bridged)
             fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
                     w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
+        if (w->stranded) {
+            fprintf(stderr,
+                    "; %lld tile%s with content and no pair left on %s stage position%s (%s%s: its diagonal corner "
+                    "matched at NCC %.2f, refused as ",
+                    (long long)w->stranded, w->stranded == 1 ? "" : "s", w->stranded == 1 ? "its" : "their",
+                    w->stranded == 1 ? "" : "s", w->first_stranded, w->stranded > 1 ? ", ..." : "", w->stranded_ncc);
+            if (w->stranded_rival > -1)
+                fprintf(stderr, "ambiguous, another maximum at %.2f)", w->stranded_rival);
+            else
+                fprintf(stderr, "without a sub-pixel fit)");
+            fprintf(stderr, ": check %s", w->stranded == 1 ? "it" : "them");
+        }
         if (w->refused)
             fprintf(stderr,
                     "; %lld pair%s refused by the stage model (%s %s%s): not borne out by its window's search; "

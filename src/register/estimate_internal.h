@@ -61,6 +61,8 @@ typedef struct ts_qc_pair {
     double offset;      /* measured origin b - a along the pair's axis, px */
     double residual;    /* 2-D residual after the solve, px (0 if unmatched) */
     bool refused;       /* matched, refused by the stage pass (matched false) */
+    bool contested;     /* a diagonal bridge refused although its corner matched (bridge.h) */
+    double ncc, rival;  /* contested: the corner's maximum NCC and the best other one's (-1: none) */
 } ts_qc_pair;
 
 #define TS_QC_DIAGONAL 2

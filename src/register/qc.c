@@ -124,6 +124,7 @@ bool ts_qc_low_coverage(const ts_overlap_qc *q) {
 _Static_assert(sizeof(((ts_estimate_well_qc *)0)->first_untrusted) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->first_bridged) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->first_cut_off) == TILE_NAME_CAP &&
+                   sizeof(((ts_estimate_well_qc *)0)->first_stranded) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->first_refused[0]) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->worst_outlier[0]) == TILE_NAME_CAP,
                "the well QC's tile names are of one size");
@@ -245,6 +246,25 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
             wq->groups += root == (int)t;
         }
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)] = 0;
+        /* Content left on its stage position: a tile with no matched pair
+         * whose diagonal corner matched but was refused as a bridge (too
+         * close a rival). Isolated tiles are mostly blank ones, so the
+         * count of them says nothing; this one is named (the IHC recipe's
+         * seed 114: a corner tile 4.6 px off, exit 0, nothing said).
+         * (size, zero over the well, marks the tiles counted.) */
+        for (int64_t i = 0; i < n; i++) {
+            if (p[i].well != wi || !p[i].contested) continue;
+            for (int k = 0; k < 2; k++) {
+                const int64_t pos = k ? p[i].b : p[i].a, t = lo + pos;
+                if (paired[t] || size[t]) continue;
+                size[t] = 1;
+                if (wq->stranded++ == 0) {
+                    tile_name(wq->first_stranded, plate, wi, pos);
+                    wq->stranded_ncc = p[i].ncc, wq->stranded_rival = p[i].rival;
+                }
+            }
+        }
+        for (int64_t t = lo; t < hi; t++) size[t] = 0;
         for (int64_t i = 0; i < n; i++) {
             if (p[i].well == wi && ts_qc_trusted(&p[i]) && p[i].residual > wq->max_residual)
                 wq->max_residual = p[i].residual;

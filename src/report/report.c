@@ -106,13 +106,17 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
         put_num(b, q->max_residual, " px");
         ts_strbuf_printf(b, ".</p>\n");
         /* The tiles the summary line names: placed by weak evidence, by a
-         * corner, or with a group of their own on the stage positions. */
-        const struct { int64_t n; const char *first, *what; } named[4] = {
+         * corner, with a group of their own on the stage positions, or
+         * left there alone although a corner showed content. */
+        const struct { int64_t n; const char *first, *what; } named[5] = {
             {q->untrusted, q->first_untrusted, "placed by untrusted pairs only"},
             {q->bridged, q->first_bridged, "placed by diagonal neighbours only"},
             {q->hanging, q->first_hanging, "hanging on one weak pair in no loop, or on outliers"},
-            {q->cut_off, q->first_cut_off, "in groups no pair joins to the rest, placed on their stage positions"}};
-        for (int k = 0; k < 4; k++) {
+            {q->cut_off, q->first_cut_off, "in groups no pair joins to the rest, placed on their stage positions"},
+            {q->stranded, q->first_stranded,
+             "with content and no pair, left on their stage positions (a diagonal corner matched, refused as a "
+             "bridge)"}};
+        for (int k = 0; k < 5; k++) {
             if (!named[k].n) continue;
             ts_strbuf_printf(b, "<p class=\"check\">%lld tile%s %s (first: ", (long long)named[k].n,
                              named[k].n == 1 ? "" : "s", named[k].what);

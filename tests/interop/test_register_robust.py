@@ -27,6 +27,10 @@ Checks, against the cut positions only:
   neighbours (register/bridge.c) and named (--json bridged_tiles,
   first_bridged_tile), and `tessera solve` on the file placing them as
   estimate did; no other plate names a bridged tile;
+- a tile with content whose grid neighbours are all blank and whose
+  diagonal corner matched but too ambiguously for a bridge (ihc16_blank
+  seed 114) left on its stage position and named (--json stranded_tiles,
+  first_stranded_tile); no other plate names one;
 - the tiles with pairs form one group (no row cut off);
 - a blank tile has no pair, so lands on the grid (no check of where).
 
@@ -100,7 +104,8 @@ def camera(img, rng, gain, offset, noise):
 
 
 def make(name, img, cols, rows, tile, overlap, jitter, seed, blank=0.0, gain=1.0, noise=2.0,
-         rot90=0, fliplr=False, float_px=0.3, shift_row=None, unfitted=None, untrusted=None, bridged=None):
+         rot90=0, fliplr=False, float_px=0.3, shift_row=None, unfitted=None, untrusted=None, bridged=None,
+         stranded=None):
     """One plate: tiles cut at known origins, each through the camera; a
     fraction `blank` of them replaced by noise only; the stored tiles are
     the camera's (rot90/fliplr undone by estimate's flags). shift_row=(row,
@@ -137,7 +142,7 @@ def make(name, img, cols, rows, tile, overlap, jitter, seed, blank=0.0, gain=1.0
     if fliplr:
         args += ["--fliplr"]
     return {"name": name, "plate": plate, "origins": origins, "blank": blanks, "args": args, "float_px": float_px,
-            "unfitted": unfitted, "untrusted": untrusted, "bridged": bridged}
+            "unfitted": unfitted, "untrusted": untrusted, "bridged": bridged, "stranded": stranded}
 
 
 # The recipes (bench/register_crb.py runs them at other seeds too):
@@ -196,6 +201,14 @@ def plates():
     # group of their own, anchored on the grid, 3.4 px off; bridged, named.
     out.append(make_recipe("ihc16_blank", 105, bridged=(1, "003007")))
     out.append(make_recipe("ihc16_blank", 117, bridged=(4, "005007")))
+    # Seed 114: the corner tile 007007's grid neighbours are both blank,
+    # and its diagonal corner's maximum (NCC 0.97) has a rival maximum at
+    # 0.85, too close for a bridge (bridge.c, BRIDGE_RIVAL): no pair places
+    # it, and it stays on its stage position, 4.6 px off. It was said
+    # nowhere (one of "7 isolated tiles", the others blank). The run must
+    # name it (well_qc stranded_tiles, first_stranded_tile, the summary
+    # line); the tile is left out of the accuracy checks, the others not.
+    out.append(make_recipe("ihc16_blank", 114, stranded="007007"))
     out.append(make_recipe("hubble5pct", 11, "hubble5pct"))
     # Seed 151: the corner tile's left pair has 4 px of overlap (40% of the
     # nominal, below the candidates' 50%), and its maximum, on a broad hump
@@ -233,7 +246,9 @@ def evaluate(p, out_yaml, summary):
     wq = summary["well_qc"][0]
     named = (wq.get("first_untrusted_tile") or "").split("/")[-1] if wq.get("untrusted_tiles") == 1 else None
     bridged = (wq.get("bridged_tiles"), (wq.get("first_bridged_tile") or "").split("/")[-1] or None)
-    content = [n for n in sorted(p["origins"]) if n not in p["blank"] and not (p.get("untrusted") and n == named)]
+    stranded = (wq.get("stranded_tiles"), (wq.get("first_stranded_tile") or "").split("/")[-1] or None)
+    content = [n for n in sorted(p["origins"]) if n not in p["blank"] and not (p.get("untrusted") and n == named)
+               and not (p.get("stranded") and n == stranded[1])]
     truth = np.array([p["origins"][n] for n in content], dtype=np.float64)
     got = np.array([pos[f"{well}/{n}"] for n in content])
     rounded = np.array([tt[f"{well}/{n}"] for n in content], dtype=np.float64)
@@ -249,6 +264,7 @@ def evaluate(p, out_yaml, summary):
             "over03": int((err > 0.3).sum()), "tiles": len(content), "blank_matched": len(blank_pairs),
             "unmatched": summary.get("unmatched_pairs"), "reregistered": summary.get("reregistered_pairs", "-"),
             "unfitted": summary.get("unfitted_pairs"), "named_untrusted": named, "pairs": pairs, "bridged": bridged,
+            "stranded": stranded,
             "worst": content[int(err.argmax())],
             "groups": sum(w["groups"] - w["isolated_tiles"] for w in summary["well_qc"])}
 
@@ -339,6 +355,10 @@ def main():
         # leave outside the largest group).
         want = tuple(p["bridged"]) if p["bridged"] else (0, None)
         check(r["bridged"] == want, f"{p['name']}: --json bridged_tiles, first_bridged_tile {r['bridged']}, want {want}")
+        # A tile with content that no pair places is named (none elsewhere).
+        want = (1, p["stranded"]) if p["stranded"] else (0, None)
+        check(r["stranded"] == want,
+              f"{p['name']}: --json stranded_tiles, first_stranded_tile {r['stranded']}, want {want}")
         if p["bridged"]:  # the diagonal pairs are in the file: `tessera solve` places the tiles as estimate did
             out = os.path.join(TMP, p["name"] + ".yaml")
             re_out = os.path.join(TMP, p["name"] + ".resolved.yaml")
