@@ -36,7 +36,7 @@ import json; d = json.load(open('$WORK/est.json')); n = d['pairs'] + d['unmatche
 print(1e3 * ($user + $sys) / n, 1e3 * $wall / n, $rss / 1024, d['pairs_per_second'], 1e3 * ($user + $sys), n)"
 }
 
-less() { # "A..." "B..." -> the line whose first field is the smaller ("" counts as none)
+least() { # "A..." "B..." -> the line whose first field is the smaller ("" counts as none)
   if [ -z "$1" ] || { [ -n "$2" ] && "$PY" -c "import sys; sys.exit(not ${2%% *} < ${1%% *})"; }; then
     echo "$2"
   else
@@ -55,8 +55,9 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
   echo "== $GRID tiles of $TILE uint16, overlap $OVERLAP px, jitter 4, noise 20, 5% blank"
   "$T" simulate -o "$WORK/plate.zarr" --grid "$GRID" --tile "$TILE" --overlap "$OVERLAP" --jitter 4 \
     --blank 0.05 --format 0.4 --truth "$WORK/truth.yaml" --seed 2 >/dev/null
-  # A 3x3 plate of the same tiles: a run's fixed costs (process start-up,
-  # FFTW plans, metadata) with 12 pairs, which the floor has none of. The
+  # A 3x3 plate of tiles of the same size and overlap (none blank: no
+  # overlap probe), a run's fixed costs (process start-up, FFTW plans,
+  # metadata) with 12 pairs, which the floor has none of. The
   # plate's run less this one, over the pairs more, is what one pair more
   # costs (the per-pair figure of a large plate). (Not 2x2: with fewer
   # than 3 pairs along an axis estimate probes the overlap, two passes
@@ -72,11 +73,11 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
     F=$("$BUILD/bench/register_floor" "$WORK/plate.zarr" "$OVERLAP" 1)
     F_MS=$(sed -n 's/^floor:.* \([0-9.]*\) ms\/pair$/\1/p' <<< "$F")
     if [ -z "$FLOOR_MS" ] || "$PY" -c "import sys; sys.exit(not $F_MS < $FLOOR_MS)"; then FLOOR=$F FLOOR_MS=$F_MS; fi
-    [ -z "$NO_STAGE" ] || BEST_NS=$(less "$BEST_NS" "$(once "$WORK/plate.zarr" --threads 1 $NO_STAGE)")
-    BEST_DEF=$(less "$BEST_DEF" "$(once "$WORK/plate.zarr" --threads 1)")
+    [ -z "$NO_STAGE" ] || BEST_NS=$(least "$BEST_NS" "$(once "$WORK/plate.zarr" --threads 1 $NO_STAGE)")
+    BEST_DEF=$(least "$BEST_DEF" "$(once "$WORK/plate.zarr" --threads 1)")
     S=$(once "$WORK/small.zarr" --threads 1)
-    BEST_SMALL=$(less "$BEST_SMALL" "${S#* * * * }") # CPU_MS_TOTAL PAIRS
-    BEST_PAR=$(less "$BEST_PAR" "$(once "$WORK/plate.zarr" --threads "$THREADS")")
+    BEST_SMALL=$(least "$BEST_SMALL" "${S#* * * * }") # CPU_MS_TOTAL PAIRS
+    BEST_PAR=$(least "$BEST_PAR" "$(once "$WORK/plate.zarr" --threads "$THREADS")")
   done
   echo "$FLOOR (least of $ROUNDS rounds)"
   read -r MS_CPU MS_WALL RSS_MB PPS _ _ <<< "$BEST_PAR"
@@ -94,7 +95,7 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
   printf 'tessera threads 1 (default: stage model on): %.2f ms/pair CPU (%.2f wall), floor %.2f ms/pair, ratio %.2f (target <= 3), peak_rss_mb=%.1f\n' \
     "$MS_CPU" "$MS_WALL" "$FLOOR_MS" "$("$PY" -c "print($MS_CPU / $FLOOR_MS)")" "$RSS_MB"
   read -r SMALL_TOTAL SMALL_PAIRS <<< "$BEST_SMALL"
-  if [ "$NPAIRS" -gt "$SMALL_PAIRS" ]; then
+  if [ -n "$NPAIRS" ] && [ -n "$SMALL_PAIRS" ] && [ "$NPAIRS" -gt "$SMALL_PAIRS" ]; then
     MARGINAL=$("$PY" -c "print(($CPU_TOTAL - $SMALL_TOTAL) / ($NPAIRS - $SMALL_PAIRS))")
     printf 'tessera threads 1, one pair more: %.2f ms/pair CPU (the run less a 3x3 plate'"'"'s, %.1f ms for %d pairs: start-up, plans), ratio %.2f to the floor\n' \
       "$MARGINAL" "$SMALL_TOTAL" "$SMALL_PAIRS" "$("$PY" -c "print($MARGINAL / $FLOOR_MS)")"

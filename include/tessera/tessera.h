@@ -354,8 +354,10 @@ typedef struct ts_estimate_well_qc {
                                     which blank corners do not reach) but was refused as a bridge
                                     (a rival maximum too close, or no sub-pixel fit) */
     char first_stranded[96];     /* the first of them, "" when none */
-    double stranded_ncc;         /* the first one's corner: its maximum's NCC */
-    double stranded_rival;       /* ... and the best other local maximum's (-1: none) */
+    double stranded_ncc;         /* the first one's corner (when stranded > 0): its maximum's NCC */
+    double stranded_rival;       /* ... the best other local maximum's (-1: none) */
+    bool stranded_unfitted;      /* ... refused for want of a sub-pixel fit (else: the rival came
+                                    too close) */
     int64_t hanging;             /* tiles joined to the well's largest group only through one
                                     pair of confidence < 0.5 in no loop of pairs: its error,
                                     whatever it is, moves them all, and nothing can check it */

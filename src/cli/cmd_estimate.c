@@ -167,6 +167,8 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
         json_object_set_new(o, "first_stranded_ncc", w->stranded ? number(w->stranded_ncc, 3) : json_null());
         json_object_set_new(o, "first_stranded_rival_ncc",
                             w->stranded && w->stranded_rival > -1 ? number(w->stranded_rival, 3) : json_null());
+        json_object_set_new(o, "first_stranded_refused_as",
+                            w->stranded ? json_string(w->stranded_unfitted ? "unfitted" : "ambiguous") : json_null());
         json_object_set_new(o, "worst_outlier", w->worst_outlier[0][0] ? json_pack("[o,o]", cli_json_path(w->worst_outlier[0]),
                                                                                    cli_json_path(w->worst_outlier[1]))
                                                                       : json_null());
@@ -244,10 +246,10 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
                     "matched at NCC %.2f, refused as ",
                     (long long)w->stranded, w->stranded == 1 ? "" : "s", w->stranded == 1 ? "its" : "their",
                     w->stranded == 1 ? "" : "s", w->first_stranded, w->stranded > 1 ? ", ..." : "", w->stranded_ncc);
-            if (w->stranded_rival > -1)
-                fprintf(stderr, "ambiguous, another maximum at %.2f)", w->stranded_rival);
-            else
+            if (w->stranded_unfitted)
                 fprintf(stderr, "without a sub-pixel fit)");
+            else
+                fprintf(stderr, "ambiguous, another maximum at %.2f)", w->stranded_rival);
             fprintf(stderr, ": check %s", w->stranded == 1 ? "it" : "them");
         }
         if (w->refused)

@@ -39,6 +39,10 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
     (void)huge;
     s->n = n;
     for (int k = 0; k < n; k++) {
+        if (sizes[k] > SIZE_MAX - align) {
+            ts_page_set_free(s);
+            return false;
+        }
         size_t bytes = sizes[k] ? (sizes[k] + align - 1) / align * align : align;
         if (!(s->own[k] = aligned_alloc(align, bytes))) {
             ts_page_set_free(s);
@@ -48,10 +52,14 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
     }
     return true;
 #else
+    /* Rounded sizes summed with room left for rounding the total up to
+     * whole huge pages. */
     size_t total = 0;
     for (int k = 0; k < n; k++) {
-        if (sizes[k] > SIZE_MAX - total - huge) return false;
-        total += (sizes[k] + align - 1) / align * align;
+        if (sizes[k] > SIZE_MAX - align) return false;
+        const size_t r = (sizes[k] + align - 1) / align * align;
+        if (r > SIZE_MAX - huge - total) return false;
+        total += r;
     }
     if (total == 0) total = align;
     unsigned char *p;

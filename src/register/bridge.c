@@ -110,11 +110,12 @@ static bool place(const bridge_ctx *x, ts_bridge *q, ts_strip_geometry *g) {
     return ts_strip_geometry_at(&x->base, bp->h, bp->w, ey, ex, g);
 }
 
-/* A refused bridge whose corner matched (still unmatched): the maximum's
- * and the rival's NCC, for the run's summary. */
-static void contest(ts_bridge *q, const ts_rereg_result *rr) {
+/* A refused bridge whose corner matched (still unmatched): why, and the
+ * maximum's and the rival's NCC, for the run's summary. */
+static void contest(ts_bridge *q, const ts_rereg_result *rr, bool unfitted) {
     q->res.ncc = rr->ncc;
     q->res.ncc_second = rr->second;
+    q->res.unfitted = unfitted;
     q->contested = true;
 }
 
@@ -149,9 +150,9 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
      * content left where the stage put it, which the run must name (seed
      * 114 of the IHC recipe: a corner tile 4.6 px off, NCC 0.97 and a
      * rival 5.5 times as far from 1, said nowhere). */
-    const bool strong = rr.searched && !rr.border && rr.ncc >= BRIDGE_SURE_NCC;
+    const bool strong = ts_reregister_sure(&rr, bp->reg->min_ncc);
     if (rr.second > -1 && 1 - rr.second < BRIDGE_RIVAL * (1 - rr.ncc)) {
-        if (strong) contest(q, &rr);
+        if (strong) contest(q, &rr, false);
         return TS_OK;
     }
     /* A bridge is its tile's (or group's) only link: an unfitted maximum
@@ -160,7 +161,7 @@ static ts_status bridge_one(void *user, int64_t i, int worker, ts_error *err) {
      * simulated plates. */
     if (ts_reregister_choose(&rr, bp->reg->min_ncc, &q->res) && bp->reg->refine && q->res.unfitted) {
         q->res.matched = false;
-        if (strong) contest(q, &rr);
+        if (strong) contest(q, &rr, true);
     }
     return TS_OK;
 }

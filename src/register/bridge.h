@@ -19,10 +19,10 @@ typedef struct ts_bridge {
     int well, a, b;         /* tiles within the well: a is the upper one */
     ts_register_result res; /* matched where the search was accepted (origin b - a) */
     bool contested;         /* refused although the corner matched (a window maximum, not on its
-                               edge, of NCC >= 0.8, which blank corners do not reach): a rival
-                               too close, or no sub-pixel fit. The tile has content that no pair
-                               places; res.ncc and res.ncc_second are the maximum's and the
-                               rival's NCC (-1: none) */
+                               edge, at the sure level, NCC 0.8, which blank corners do not
+                               reach): a rival too close, or (res.unfitted) no sub-pixel fit.
+                               The tile has content that no pair places; res.ncc and
+                               res.ncc_second are the maximum's and the rival's NCC (-1: none) */
 } ts_bridge;
 
 typedef struct ts_bridge_pass {

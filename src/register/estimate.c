@@ -734,7 +734,7 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         q[i] = (ts_qc_pair){e->well, e->a, e->b, e->dir, e->res.matched, false, e->res.confidence,
-                            e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, 0, e->refused, false, 0, 0};
+                            e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, 0, e->refused, false, false, 0, 0};
         if (s && e->res.matched) {
             const ts_shift_pair *sp = &s->wells[e->well].pairs[k[e->well]++];
             q[i].outlier = sp->outlier;
@@ -748,7 +748,7 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
         const ts_bridge *b = &c->bridges[i];
         ts_qc_pair *p = &q[c->nedges + i];
         *p = (ts_qc_pair){b->well, b->a, b->b, TS_QC_DIAGONAL, b->res.matched, false, b->res.confidence, 0, 0, false,
-                          b->contested, b->res.ncc, b->res.ncc_second};
+                          b->contested, b->contested && b->res.unfitted, b->res.ncc, b->res.ncc_second};
         if (b->res.matched) {
             const ts_shift_pair *sp = &s->wells[b->well].pairs[k[b->well]++];
             p->outlier = sp->outlier;
@@ -892,7 +892,7 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
         const edge *e = &c->edges[i];
         tiles[i][0] = c->tile_base[e->well] + e->a, tiles[i][1] = c->tile_base[e->well] + e->b;
         const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, solve_confidence(c, &e->res), 0, 0, false,
-                              false, 0, 0};
+                              false, false, 0, 0};
         trusted[i] = ts_qc_trusted(&q);
     }
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,

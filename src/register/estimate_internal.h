@@ -62,6 +62,7 @@ typedef struct ts_qc_pair {
     double residual;    /* 2-D residual after the solve, px (0 if unmatched) */
     bool refused;       /* matched, refused by the stage pass (matched false) */
     bool contested;     /* a diagonal bridge refused although its corner matched (bridge.h) */
+    bool unfitted;      /* ... for want of a sub-pixel fit (else a rival came too close) */
     double ncc, rival;  /* contested: the corner's maximum NCC and the best other one's (-1: none) */
 } ts_qc_pair;
 

@@ -10,6 +10,12 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
+/* No fused multiply-add, as fuse/kernels.c: gcc in C17 mode does not
+ * contract, clang does by default (and with FMA enabled the NCC's SSE2 and
+ * AVX2 builds would differ). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
 #include "register/register.h"
 
 #include <fftw3.h>
@@ -384,9 +390,8 @@ static int top_peaks(const ts_registrar *r, peak *out, int k) {
  * value it would change the ABI without AVX (-Wpsabi). */
 typedef float ncc_v8f __attribute__((vector_size(8 * sizeof(float))));
 
-#define NCC_SUM8(v)                                                                                            \
-    ((((double)(v)[0] + (double)(v)[1]) + ((double)(v)[2] + (double)(v)[3])) +                                 \
-     (((double)(v)[4] + (double)(v)[5]) + ((double)(v)[6] + (double)(v)[7])))
+/* The eight lanes summed as ts_v4f_sum2 sums lanes 0-3 and 4-7. */
+#define NCC_SUM8(v) ts_v4f_sum2((ts_v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, (ts_v4f){(v)[4], (v)[5], (v)[6], (v)[7]})
 
 /* Inlined into one function per instruction set below. */
 __attribute__((always_inline)) static inline double ncc_lanes(const float *a, const float *b, int h, int w, int sy,

@@ -261,6 +261,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
                 if (wq->stranded++ == 0) {
                     tile_name(wq->first_stranded, plate, wi, pos);
                     wq->stranded_ncc = p[i].ncc, wq->stranded_rival = p[i].rival;
+                    wq->stranded_unfitted = p[i].unfitted;
                 }
             }
         }

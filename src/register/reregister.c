@@ -320,9 +320,17 @@ static bool is_match(const ts_rereg_result *x, double ncc, double min_ncc) {
            x->second <= ACCEPT_SECOND * x->search_best;
 }
 
+/* A maximum inside the window at a finite shift: what either test judges. */
+static bool judged(const ts_rereg_result *x) {
+    return x->searched && !x->border && isfinite(x->dy) && isfinite(x->dx);
+}
+
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc) {
-    if (!x->searched || x->border || !isfinite(x->dy) || !isfinite(x->dx)) return false;
-    return is_match(x, x->ncc, min_ncc);
+    return judged(x) && is_match(x, x->ncc, min_ncc);
+}
+
+bool ts_reregister_sure(const ts_rereg_result *x, double min_ncc) {
+    return judged(x) && x->ncc >= sure_ncc(x->sure, min_ncc);
 }
 
 bool ts_reregister_supports(const ts_rereg_result *x, double min_ncc) {

@@ -153,6 +153,9 @@ ts_status ts_reregister_pair(ts_registrar *r, const ts_strip_geometry *g, ts_sam
  * for a pair: *res (the first pass's) is replaced by the search when it is
  * accepted and better supported; returns true when replaced. */
 bool ts_reregister_accept(const ts_rereg_result *x, double min_ncc);
+/* ... at the window's sure level itself (not through the null draws):
+ * content matched, whether or not the result is then taken. */
+bool ts_reregister_sure(const ts_rereg_result *x, double min_ncc);
 bool ts_reregister_choose(const ts_rereg_result *x, double min_ncc, ts_register_result *res);
 /* Whether the first result, scored in the window's strips, is shown to be a
  * match as ts_reregister_accept shows a window maximum (false outside the

@@ -226,17 +226,22 @@ static int groups_without(int nv, int ne, const int64_t (*ends)[2], const unsign
     return n;
 }
 
-/* ts_graph_bridges against brute force (an edge is a bridge when taking it
- * out adds a group) on random sparse graphs with parallel edges, self
- * loops and unused edges. */
 /* Every buffer of a page set 64-byte aligned, writable over its whole size
  * and apart from the others (one block carved in turn: an offset rounded
  * the wrong way would overlap two planes), from the heap and from huge
  * pages. */
-static void check_page_set(const size_t *sizes, int n) {
+static void check_page_set(const size_t *sizes, int n, bool huge) {
     void *out[TS_PAGE_SET_MAX];
     ts_page_set set;
     assert_true(ts_page_set_alloc(&set, n, sizes, out));
+#ifndef TS_ASAN
+    /* the path the total chose: a mapping of whole huge pages, or one heap block */
+    assert_int_equal(set.map != NULL, huge);
+    assert_int_equal(set.own[0] != NULL, !huge);
+    if (huge) assert_int_equal(set.bytes % ((size_t)2 << 20), 0);
+#else
+    (void)huge;
+#endif
     for (int k = 0; k < n; k++) {
         assert_int_equal((uintptr_t)out[k] % 64, 0);
         memset(out[k], 0xA0 + k, sizes[k]);
@@ -258,14 +263,19 @@ static void test_page_set_carves_apart(void **state) {
     (void)state;
     const size_t huge[] = {3, (size_t)5 << 20, 0, 100, ((size_t)2 << 20) + 1, 64}; /* whole huge pages */
     const size_t small[] = {3, 0, 100, 64, 4000, 65};                                 /* one heap block */
-    check_page_set(huge, 6);
-    check_page_set(small, 6);
+    check_page_set(huge, 6, true);
+    check_page_set(small, 6, false);
+    const size_t edge[] = {((size_t)1 << 20) - 64, 64}; /* exactly 1 MiB: the mapping */
+    check_page_set(edge, 2, true);
     void *more[TS_PAGE_SET_MAX + 1];
     size_t many[TS_PAGE_SET_MAX + 1] = {0};
     ts_page_set set;
     assert_false(ts_page_set_alloc(&set, TS_PAGE_SET_MAX + 1, many, more));
 }
 
+/* ts_graph_bridges against brute force (an edge is a bridge when taking it
+ * out adds a group) on random sparse graphs with parallel edges, self
+ * loops and unused edges. */
 static void test_graph_bridges_brute_force(void **state) {
     (void)state;
     uint64_t rng = 20261202;
