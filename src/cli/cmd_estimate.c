@@ -243,13 +243,13 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
         if (w->stranded) {
             fprintf(stderr,
                     "; %lld tile%s with content and no pair left on %s stage position%s (%s%s: its diagonal corner "
-                    "matched at NCC %.2f, refused as ",
+                    "matched at NCC %.2f but was refused: ",
                     (long long)w->stranded, w->stranded == 1 ? "" : "s", w->stranded == 1 ? "its" : "their",
                     w->stranded == 1 ? "" : "s", w->first_stranded, w->stranded > 1 ? ", ..." : "", w->stranded_ncc);
             if (w->stranded_unfitted)
-                fprintf(stderr, "without a sub-pixel fit)");
+                fprintf(stderr, "no sub-pixel fit)");
             else
-                fprintf(stderr, "ambiguous, another maximum at %.2f)", w->stranded_rival);
+                fprintf(stderr, "another maximum at %.2f came too close)", w->stranded_rival);
             fprintf(stderr, ": check %s", w->stranded == 1 ? "it" : "them");
         }
         if (w->refused)
