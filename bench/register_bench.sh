@@ -68,18 +68,22 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
   # The machine's load drifts over a run (the floor moved 1.3x between
   # runs): the floor and the runs are measured in turns, ROUNDS times,
   # so that each least figure comes from the same stretch of time.
-  FLOOR="" FLOOR_MS="" BEST_NS="" BEST_DEF="" BEST_PAR="" BEST_SMALL=""
+  FLOOR="" FLOOR_MS="" BEST_NS="" BEST_DEF="" BEST_PAR="" BEST_SMALL="" RATIOS=""
   for _ in $(seq "$ROUNDS"); do
     F=$("$BUILD/bench/register_floor" "$WORK/plate.zarr" "$OVERLAP" 1)
     F_MS=$(sed -n 's/^floor:.* \([0-9.]*\) ms\/pair$/\1/p' <<< "$F")
     if [ -z "$FLOOR_MS" ] || "$PY" -c "import sys; sys.exit(not $F_MS < $FLOOR_MS)"; then FLOOR=$F FLOOR_MS=$F_MS; fi
     [ -z "$NO_STAGE" ] || BEST_NS=$(least "$BEST_NS" "$(once "$WORK/plate.zarr" --threads 1 $NO_STAGE)")
-    BEST_DEF=$(least "$BEST_DEF" "$(once "$WORK/plate.zarr" --threads 1)")
+    D=$(once "$WORK/plate.zarr" --threads 1)
+    BEST_DEF=$(least "$BEST_DEF" "$D")
+    # this round's default run over this round's floor, measured back to back
+    RATIOS="$RATIOS $("$PY" -c "print(${D%% *} / $F_MS)")"
     S=$(once "$WORK/small.zarr" --threads 1)
     BEST_SMALL=$(least "$BEST_SMALL" "${S#* * * * }") # CPU_MS_TOTAL PAIRS
     BEST_PAR=$(least "$BEST_PAR" "$(once "$WORK/plate.zarr" --threads "$THREADS")")
   done
-  echo "$FLOOR (least of $ROUNDS rounds)"
+  echo "$FLOOR"
+  echo "(the floor and each run below: the least of $ROUNDS rounds, in turns)"
   read -r MS_CPU MS_WALL RSS_MB PPS _ _ <<< "$BEST_PAR"
   printf 'tessera threads %s: %s pairs/s end to end, peak_rss_mb=%.1f\n' "$THREADS" "$PPS" "$RSS_MB"
   NS_MS=""
@@ -100,6 +104,9 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
     printf 'tessera threads 1, one pair more: %.2f ms/pair CPU (the run less a 3x3 plate'"'"'s, %.1f ms for %d pairs: start-up, plans), ratio %.2f to the floor\n' \
       "$MARGINAL" "$SMALL_TOTAL" "$SMALL_PAIRS" "$("$PY" -c "print($MARGINAL / $FLOOR_MS)")"
   fi
+  "$PY" -c "
+import statistics; r = sorted(float(x) for x in '$RATIOS'.split())
+print(f'default run over the floor, round by round: median {statistics.median(r):.2f} (range {r[0]:.2f}-{r[-1]:.2f})')"
   [ -z "$NS_MS" ] || printf 'stage model pass: %.2f ms/pair CPU (the default minus %s)\n' \
     "$("$PY" -c "print($MS_CPU - $NS_MS)")" "$NO_STAGE"
   "$PY" "$SRC/bench/register_bench.py" "$WORK/plate.zarr" "$WORK/truth.yaml" "$WORK/shifts.yaml" "$WORK/est.json"
