@@ -382,14 +382,9 @@ static int top_peaks(const ts_registrar *r, peak *out, int k) {
  * (a few rows of a thin strip, one row of a wide one): the result depends
  * on the data only, and no float sum has more than NCC_FLUSH terms. */
 #define NCC_FLUSH 128
-/* Eight float lanes in one vector: two SSE2 registers on the x86-64
- * baseline (lanes 0-3 and 4-7, what two ts_v4f did before), one AVX
- * register in ncc_avx2; each lane does the same arithmetic either way (no
- * FMA: the avx2 target brings none, and C17 mode does not contract), so
- * both give the same bits (test_ncc_isas_same_bits). Kept local: passed by
- * value it would change the ABI without AVX (-Wpsabi). */
-typedef float ncc_v8f __attribute__((vector_size(8 * sizeof(float))));
-
+/* The NCC's eight float lanes in one ts_v8f (vec.h): lanes 0-3 and 4-7
+ * are what two ts_v4f did before, so ncc_sse2 and ncc_avx2 give the same
+ * bits as each other and as before (test_ncc_isas_same_bits). */
 /* The eight lanes summed as ts_v4f_sum2 sums lanes 0-3 and 4-7. */
 #define NCC_SUM8(v) ts_v4f_sum2((ts_v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, (ts_v4f){(v)[4], (v)[5], (v)[6], (v)[7]})
 
@@ -405,14 +400,14 @@ __attribute__((always_inline)) static inline double ncc_lanes(const float *a, co
     double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
     for (int yb = y0; yb < y1; yb += rows_per_flush) {
         const int ye = yb + rows_per_flush < y1 ? yb + rows_per_flush : y1;
-        ncc_v8f la = {0}, lb = {0}, laa = {0}, lbb = {0}, lab = {0};
+        ts_v8f la = {0}, lb = {0}, laa = {0}, lbb = {0}, lab = {0};
         float ra = 0, rb = 0, raa = 0, rbb = 0, rab = 0;
         for (int y = yb; y < ye; y++) {
             const float *pa = a + (size_t)(y + sy) * (size_t)w + sx;
             const float *pb = b + (size_t)y * (size_t)w;
             int x = x0;
             for (; x + 8 <= x1; x += 8) {
-                ncc_v8f va, vb;
+                ts_v8f va, vb;
                 memcpy(&va, pa + x, sizeof va), memcpy(&vb, pb + x, sizeof vb);
                 la += va, lb += vb, laa += va * va, lbb += vb * vb, lab += va * vb;
             }
@@ -443,9 +438,8 @@ static double ncc_sse2(const float *a, const float *b, int h, int w, int sy, int
 
 /* The NCC is a sixth of estimate's time on 2048^2 tiles; at AVX2's width
  * it runs 1.5-1.9x faster (same bits), chosen at run time. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define NCC_AVX2 1
-__attribute__((target("avx2"))) static double ncc_avx2(const float *a, const float *b, int h, int w, int sy,
+#ifdef TS_VEC_AVX2
+TS_TARGET_AVX2 static double ncc_avx2(const float *a, const float *b, int h, int w, int sy,
                                                        int sx) {
     return ncc_lanes(a, b, h, w, sy, sx);
 }
@@ -453,22 +447,21 @@ __attribute__((target("avx2"))) static double ncc_avx2(const float *a, const flo
 
 bool ts_overlap_ncc_isa(const char *isa, const float *a, const float *b, int h, int w, int sy, int sx,
                         double *ncc) {
-    if (!strcmp(isa, "sse2")) {
-        *ncc = ncc_sse2(a, b, h, w, sy, sx);
-        return true;
-    }
-#ifdef NCC_AVX2
-    if (!strcmp(isa, "avx2") && __builtin_cpu_supports("avx2")) {
+    const int pick = ts_isa_pick(isa);
+    if (pick < 0) return false;
+#ifdef TS_VEC_AVX2
+    if (pick == 1) {
         *ncc = ncc_avx2(a, b, h, w, sy, sx);
         return true;
     }
 #endif
-    return false;
+    *ncc = ncc_sse2(a, b, h, w, sy, sx);
+    return true;
 }
 
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx) {
-#ifdef NCC_AVX2
-    if (__builtin_cpu_supports("avx2")) return ncc_avx2(a, b, h, w, sy, sx);
+#ifdef TS_VEC_AVX2
+    if (ts_cpu_avx2()) return ncc_avx2(a, b, h, w, sy, sx);
 #endif
     return ncc_sse2(a, b, h, w, sy, sx);
 }

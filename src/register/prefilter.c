@@ -3,6 +3,10 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
+/* No fused multiply-add (vec.h: the SSE2 and AVX2 builds must agree). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
 #include "register/register.h"
 
 #include <math.h>
@@ -22,19 +26,13 @@ static inline int mirror(int i, int n) {
     return i < n ? i : period - i;
 }
 
-void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
-    if (!(sigma > 0)) return;
-    int radius = (int)ceil(3.0 * sigma);
-    if (radius > 64) radius = 64;
-    float kernel[129];
-    double sum = 0;
-    for (int i = -radius; i <= radius; i++) {
-        kernel[i + radius] = (float)exp(-0.5 * (double)(i * i) / (sigma * sigma));
-        sum += kernel[i + radius];
-    }
-    for (int i = 0; i <= 2 * radius; i++) kernel[i] = (float)(kernel[i] / sum);
-    /* Rows into tmp. Inside the row, four outputs at a time: each is the
-     * same sum in the same order as one at a time (same bits). */
+/* The blur's two passes with a normalised kernel of 2 radius + 1 taps,
+ * compiled for SSE2 and AVX2 below (the same bits: each output is the
+ * same sum in the same order whatever the vector width). */
+__attribute__((always_inline)) static inline void gaussian_passes(float *img, int h, int w, const float *kernel,
+                                                                  int radius, float *tmp) {
+    /* Rows into tmp. Inside the row, eight or four outputs at a time: each
+     * is the same sum in the same order as one at a time (same bits). */
     for (int y = 0; y < h; y++) {
         const float *row = img + (size_t)y * (size_t)w;
         float *out = tmp + (size_t)y * (size_t)w;
@@ -43,6 +41,16 @@ void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
             float acc = 0;
             for (int k = -radius; k <= radius; k++) acc += kernel[k + radius] * row[mirror(x + k, w)];
             out[x] = acc;
+        }
+        for (; x + 8 + radius <= w; x += 8) {
+            ts_v8f acc = {0};
+            for (int k = -radius; k <= radius; k++) {
+                const float kv = kernel[k + radius];
+                ts_v8f v;
+                memcpy(&v, row + x + k, sizeof v);
+                acc += (ts_v8f){kv, kv, kv, kv, kv, kv, kv, kv} * v;
+            }
+            memcpy(out + x, &acc, sizeof acc);
         }
         for (; x + 4 + radius <= w; x += 4) {
             ts_v4f acc = {0};
@@ -66,12 +74,59 @@ void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
         for (int k = -radius; k <= radius; k++) {
             const float *src = tmp + (size_t)mirror(y + k, h) * (size_t)w;
             float kv = kernel[k + radius];
+            const ts_v8f kv8 = {kv, kv, kv, kv, kv, kv, kv, kv};
             ts_v4f kv4 = ts_v4f_splat(kv);
             int x = 0;
+            for (; x + 8 <= w; x += 8) {
+                ts_v8f o, v;
+                memcpy(&o, out + x, sizeof o), memcpy(&v, src + x, sizeof v);
+                o += kv8 * v;
+                memcpy(out + x, &o, sizeof o);
+            }
             for (; x + 4 <= w; x += 4) ts_v4f_store(out + x, ts_v4f_load(out + x) + kv4 * ts_v4f_load(src + x));
             for (; x < w; x++) out[x] += kv * src[x];
         }
     }
+}
+
+static void gaussian_sse2(float *img, int h, int w, const float *kernel, int radius, float *tmp) {
+    gaussian_passes(img, h, w, kernel, radius, tmp);
+}
+
+#ifdef TS_VEC_AVX2
+TS_TARGET_AVX2 static void gaussian_avx2(float *img, int h, int w, const float *kernel, int radius, float *tmp) {
+    gaussian_passes(img, h, w, kernel, radius, tmp);
+}
+#endif
+
+/* isa: NULL for the CPU's widest, else "sse2" or "avx2"; false when this
+ * build or CPU has no such variant (img untouched). */
+static bool gaussian_isa(const char *isa, float *img, int h, int w, double sigma, float *tmp) {
+    const int pick = ts_isa_pick(isa);
+    if (pick < 0) return false;
+    const bool wide = pick == 1;
+    if (!(sigma > 0)) return true;
+    int radius = (int)ceil(3.0 * sigma);
+    if (radius > 64) radius = 64;
+    float kernel[129];
+    double sum = 0;
+    for (int i = -radius; i <= radius; i++) {
+        kernel[i + radius] = (float)exp(-0.5 * (double)(i * i) / (sigma * sigma));
+        sum += kernel[i + radius];
+    }
+    for (int i = 0; i <= 2 * radius; i++) kernel[i] = (float)(kernel[i] / sum);
+#ifdef TS_VEC_AVX2
+    if (wide) {
+        gaussian_avx2(img, h, w, kernel, radius, tmp);
+        return true;
+    }
+#endif
+    gaussian_sse2(img, h, w, kernel, radius, tmp);
+    return true;
+}
+
+void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
+    (void)gaussian_isa(NULL, img, h, w, sigma, tmp);
 }
 
 void ts_sobel_magnitude(const float *src, float *dst, int h, int w) {
@@ -127,9 +182,10 @@ static void box_rows(const float *src, float *dst, int h, int w, int r) {
 }
 
 /* The same down the columns, a whole row of running sums at a time (cache
- * friendly; two columns per vector, the same arithmetic as one at a time).
- * sum: w doubles. */
-static void box_cols(const float *src, float *dst, int h, int w, int r, double *sum) {
+ * friendly; four or two columns per vector, the same arithmetic as one at
+ * a time). sum: w doubles. Compiled for SSE2 and AVX2 below. */
+__attribute__((always_inline)) static inline void box_cols_body(const float *src, float *dst, int h, int w, int r,
+                                                                double *sum) {
     float norm = 1.0f / (float)(2 * r + 1);
     for (int x = 0; x < w; x++) sum[x] = 0;
     for (int k = -r; k <= r; k++) {
@@ -141,6 +197,15 @@ static void box_cols(const float *src, float *dst, int h, int w, int r, double *
         const float *add = src + (size_t)mirror_fast(y + r + 1, h) * (size_t)w;
         const float *sub = src + (size_t)mirror_fast(y - r, h) * (size_t)w;
         int x = 0;
+        for (; x + 4 <= w; x += 4) {
+            ts_v4d u;
+            ts_v4f a4, s4;
+            memcpy(&u, sum + x, sizeof u), memcpy(&a4, add + x, sizeof a4), memcpy(&s4, sub + x, sizeof s4);
+            ts_v4f f = __builtin_convertvector(u, ts_v4f) * ts_v4f_splat(norm);
+            memcpy(d + x, &f, sizeof f);
+            u += __builtin_convertvector(a4, ts_v4d) - __builtin_convertvector(s4, ts_v4d);
+            memcpy(sum + x, &u, sizeof u);
+        }
         for (; x + 2 <= w; x += 2) {
             ts_v2d u = ts_v2d_load(sum + x);
             ts_v2f f = __builtin_convertvector(u, ts_v2f) * (ts_v2f){norm, norm};
@@ -155,17 +220,54 @@ static void box_cols(const float *src, float *dst, int h, int w, int r, double *
     }
 }
 
-void ts_subtract_background(float *img, int h, int w, int size, float *tmp, double *sum) {
+static void box_cols_sse2(const float *src, float *dst, int h, int w, int r, double *sum) {
+    box_cols_body(src, dst, h, w, r, sum);
+}
+
+#ifdef TS_VEC_AVX2
+TS_TARGET_AVX2 static void box_cols_avx2(const float *src, float *dst, int h, int w, int r, double *sum) {
+    box_cols_body(src, dst, h, w, r, sum);
+}
+#endif
+
+static void box_cols(const float *src, float *dst, int h, int w, int r, double *sum, bool wide) {
+#ifdef TS_VEC_AVX2
+    if (wide) {
+        box_cols_avx2(src, dst, h, w, r, sum);
+        return;
+    }
+#else
+    (void)wide;
+#endif
+    box_cols_sse2(src, dst, h, w, r, sum);
+}
+
+static bool subtract_background_isa(const char *isa, float *img, int h, int w, int size, float *tmp,
+                                    double *sum) {
+    const int pick = ts_isa_pick(isa);
+    if (pick < 0) return false;
+    const bool wide = pick == 1;
     int r = size / 2;
-    if (r < 1) return;
+    if (r < 1) return true;
     float *t1 = tmp, *t2 = tmp + (size_t)h * (size_t)w;
     /* A box blur applied twice (a triangle kernel): shift invariant, so both
      * strips of a pair lose the same background. */
     box_rows(img, t1, h, w, r);
-    box_cols(t1, t2, h, w, r, sum);
+    box_cols(t1, t2, h, w, r, sum, wide);
     box_rows(t2, t1, h, w, r);
-    box_cols(t1, t2, h, w, r, sum);
+    box_cols(t1, t2, h, w, r, sum, wide);
     for (size_t i = 0; i < (size_t)h * (size_t)w; i++) img[i] -= t2[i];
+    return true;
+}
+
+void ts_subtract_background(float *img, int h, int w, int size, float *tmp, double *sum) {
+    (void)subtract_background_isa(NULL, img, h, w, size, tmp, sum);
+}
+
+bool ts_prefilter_isa(const char *isa, bool background, float *img, int h, int w, double sigma_or_size, float *tmp,
+                      double *sum) {
+    return background ? subtract_background_isa(isa, img, h, w, (int)sigma_or_size, tmp, sum)
+                      : gaussian_isa(isa, img, h, w, sigma_or_size, tmp);
 }
 
 /* CLAHE (Zuiderveld): the image is split into contextual regions; each gets

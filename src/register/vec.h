@@ -66,6 +66,36 @@ static inline double ts_sum_f64(const float *img, size_t n) {
     return ((s0[0] + s0[1]) + (s1[0] + s1[1])) + t;
 }
 
+/* Eight floats and four doubles: one AVX register, two SSE2 ones. For
+ * local variables only (passed by value they would change the ABI without
+ * AVX, -Wpsabi). Element-wise, each lane does what it does in a ts_v4f or
+ * ts_v2d, so code written with them gives the same bits in the baseline
+ * build and in the AVX2 one below. */
+typedef float ts_v8f __attribute__((vector_size(8 * sizeof(float))));
+typedef double ts_v4d __attribute__((vector_size(4 * sizeof(double))));
+
+/* A loop body compiled twice, for the x86-64 baseline (SSE2) and for
+ * AVX2, the CPU's choice made at run time (ts_cpu_avx2): the wide types
+ * above fill a whole AVX register in the second. Not FMA (the avx2 target
+ * brings none; gcc in C17 mode does not contract, clang is told not to
+ * where this is used), so both give the same bits. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TS_VEC_AVX2 1
+#define TS_TARGET_AVX2 __attribute__((target("avx2")))
+static inline int ts_cpu_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#else
+static inline int ts_cpu_avx2(void) { return 0; }
+#endif
+
+/* Which variant: NULL, the CPU's widest; tests name one, "sse2" or
+ * "avx2". 1: the AVX2 one, 0: the baseline, -1: no such variant in this
+ * build or on this CPU. */
+static inline int ts_isa_pick(const char *isa) {
+    if (!isa) return ts_cpu_avx2() ? 1 : 0;
+    if (!strcmp(isa, "sse2")) return 0;
+    return !strcmp(isa, "avx2") && ts_cpu_avx2() ? 1 : -1;
+}
+
 /* The four lanes summed in double, in a fixed pairwise order. */
 static inline double ts_v4f_sum(ts_v4f v) {
     return ((double)v[0] + (double)v[1]) + ((double)v[2] + (double)v[3]);

@@ -126,6 +126,48 @@ static void test_ncc_isas_same_bits(void **state) {
     print_message("%d shifts: SSE2 and AVX2 the same bits\n", compared);
 }
 
+/* The Gaussian blur and the background subtraction as compiled for SSE2
+ * and for AVX2 (which ts_gaussian_blur and ts_subtract_background take
+ * where the CPU has it): the same bits on odd sizes (tails of every length
+ * after the 8- and 4-wide steps, rows shorter than the kernel). */
+static void test_prefilter_isas_same_bits(void **state) {
+    (void)state;
+    float one[64] = {0}, scratch[128];
+    double rs[8];
+    if (!ts_prefilter_isa("avx2", false, one, 8, 8, 1.0, scratch, rs)) {
+        print_message("no AVX2 here: nothing to compare\n");
+        skip();
+    }
+    static const int sizes[][2] = {{37, 53}, {129, 7}, {301, 263}, {64, 1031}, {2049, 41}, {9, 16}, {5, 3}};
+    static const double sigmas[] = {0.5, 1.0, 2.5};
+    static const int boxes[] = {32, 8, 3};
+    int compared = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int h = sizes[k][0], w = sizes[k][1];
+        const size_t n = (size_t)h * (size_t)w;
+        float *src = malloc(n * sizeof *src), *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        float *tmp = malloc(2 * n * sizeof *tmp);
+        double *sum = malloc((size_t)w * sizeof *sum);
+        for (size_t i = 0; i < n; i++) src[i] = (float)(1000.0 * urand() + 0.01 * (double)i);
+        for (int f = 0; f < 6; f++) {
+            const bool background = f >= 3;
+            const double param = background ? boxes[f - 3] : sigmas[f];
+            memcpy(a, src, n * sizeof *a), memcpy(b, src, n * sizeof *b);
+            assert_true(ts_prefilter_isa("sse2", background, a, h, w, param, tmp, sum));
+            assert_true(ts_prefilter_isa("avx2", background, b, h, w, param, tmp, sum));
+            assert_memory_equal(a, b, n * sizeof *a);
+            memcpy(b, src, n * sizeof *b);
+            if (background) ts_subtract_background(b, h, w, (int)param, tmp, sum);
+            else ts_gaussian_blur(b, h, w, param, tmp);
+            assert_memory_equal(a, b, n * sizeof *a);
+            compared++;
+        }
+        free(src), free(a), free(b), free(tmp), free(sum);
+    }
+    assert_false(ts_prefilter_isa("avx9", false, one, 8, 8, 1.0, scratch, rs));
+    print_message("%d filterings: SSE2 and AVX2 the same bits\n", compared);
+}
+
 /* A periodic-ish textured pair (many candidates and rivals, so climbs
  * revisit shifts): the memo changes nothing but the number of NCCs
  * computed. */
@@ -188,6 +230,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ncc_matches_double),
         cmocka_unit_test(test_ncc_isas_same_bits),
+        cmocka_unit_test(test_prefilter_isas_same_bits),
         cmocka_unit_test(test_memo_same_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
