@@ -244,26 +244,45 @@ static void copy_strip(float *dst, ts_samples src, size_t stride, int h, int w) 
     }
 }
 
-/* The smallest value of a and b (n each) and 0. */
-static float min_with_zero(const float *a, const float *b, size_t n) {
+/* The smallest and largest of v (n >= 1 values, all finite: copy_strip
+ * reads non-finite samples as 0); exact, in any order. */
+static void strip_range(const float *v, size_t n, float *lo, float *hi) {
     typedef int32_t v4i __attribute__((vector_size(16)));
-    ts_v4f lo4 = {0};
+    ts_v4f lo4 = ts_v4f_splat(v[0]), hi4 = lo4;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        ts_v4f va = ts_v4f_load(a + i), vb = ts_v4f_load(b + i);
-        v4i take = va < lo4; /* -1 where smaller */
-        lo4 = (ts_v4f)((take & (v4i)va) | (~take & (v4i)lo4));
-        take = vb < lo4;
-        lo4 = (ts_v4f)((take & (v4i)vb) | (~take & (v4i)lo4));
+        const ts_v4f x = ts_v4f_load(v + i);
+        v4i take = x < lo4; /* -1 where smaller */
+        lo4 = (ts_v4f)((take & (v4i)x) | (~take & (v4i)lo4));
+        take = x > hi4;
+        hi4 = (ts_v4f)((take & (v4i)x) | (~take & (v4i)hi4));
     }
-    float lo = 0;
-    for (int k = 0; k < 4; k++)
-        if (lo4[k] < lo) lo = lo4[k];
+    float l = lo4[0], h = hi4[0];
+    for (int k = 1; k < 4; k++) {
+        if (lo4[k] < l) l = lo4[k];
+        if (hi4[k] > h) h = hi4[k];
+    }
     for (; i < n; i++) {
-        if (a[i] < lo) lo = a[i];
-        if (b[i] < lo) lo = b[i];
+        if (v[i] < l) l = v[i];
+        if (v[i] > h) h = v[i];
     }
-    return lo;
+    *lo = l, *hi = h;
+}
+
+/* Whether a strip is constant for registration: its standard deviation
+ * at most 1e-6 of its mean's magnitude (plus 1e-3). Most strips are
+ * decided by their range alone: n values spanning lo..hi have a standard
+ * deviation of at least (hi - lo) / sqrt(2 n) and a mean of magnitude at
+ * most max(|lo|, |hi|), so a range twice what the test needs passes it
+ * (the factor 2 covers rounding); only the rest pay mean_std's two passes,
+ * which decide exactly as before. */
+static void mean_std(const float *img, size_t n, double *mean, double *sd);
+static bool constant_strip(const float *v, size_t n, float lo, float hi) {
+    const double big = fmax(fabs((double)lo), fabs((double)hi));
+    if (((double)hi - (double)lo) / sqrt(2.0 * (double)n) > 2e-6 * (big + 1e-3)) return false;
+    double mean, sd;
+    mean_std(v, n, &mean, &sd);
+    return !(sd > 1e-6 * (fabs(mean) + 1e-3));
 }
 
 static ts_status prefilter(ts_registrar *r, float *img, float shift, ts_error *err) {
@@ -797,13 +816,16 @@ ts_status ts_registrar_prepare(ts_registrar *r, ts_samples a, size_t a_stride, t
     *ha = *hb = NULL;
     copy_strip(r->fa, a, a_stride, h, w);
     copy_strip(r->fb, b, b_stride, h, w);
-    double mean_a, sd_a, mean_b, sd_b;
-    mean_std(r->fa, n, &mean_a, &sd_a);
-    mean_std(r->fb, n, &mean_b, &sd_b);
-    if (!(sd_a > 1e-6 * (fabs(mean_a) + 1e-3)) || !(sd_b > 1e-6 * (fabs(mean_b) + 1e-3))) return TS_OK;
+    float lo_a, hi_a, lo_b, hi_b;
+    strip_range(r->fa, n, &lo_a, &hi_a);
+    strip_range(r->fb, n, &lo_b, &hi_b);
+    if (constant_strip(r->fa, n, lo_a, hi_a) || constant_strip(r->fb, n, lo_b, hi_b)) return TS_OK;
     /* Negative-valued images (phase contrast) are shifted to be non-negative,
-     * both strips by the same amount so log compression treats them alike. */
-    float lo = min_with_zero(r->fa, r->fb, n);
+     * both strips by the same amount so log compression treats them alike:
+     * the smallest value of both and 0 (a -0 minimum leaves +0). */
+    float lo = 0;
+    if (lo_a < lo) lo = lo_a;
+    if (lo_b < lo) lo = lo_b;
     ts_status st = prefilter(r, r->fa, lo, err);
     if (!st) st = prefilter(r, r->fb, lo, err);
     if (st) return st;

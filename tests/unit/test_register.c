@@ -149,6 +149,19 @@ static void test_blank_low_confidence(void **state) {
     assert_true(res.degenerate);
     assert_true(res.confidence == 0);
     assert_true(res.dy == 1.5 && res.dx == 30);
+    /* Nearly constant: one pixel d above 1000 in 128 x 64 gives a standard
+     * deviation of about d / 90.5 against the test's 1e-6 (1000 + 1e-3):
+     * constant up to d ~ 0.09. The strip's range decides from d ~ 0.26
+     * (phasecorr.c, constant_strip); between, the mean and deviation do,
+     * as they did for every strip before. */
+    static const struct { float d; bool constant; } near[] = {{0.05f, true}, {0.15f, false}, {1.0f, false}};
+    for (size_t k = 0; k < sizeof near / sizeof near[0]; k++) {
+        for (int i = 0; i < h * w; i++) a[i] = 1000;
+        for (int i = 0; i < h * w; i++) b[i] = (float)(500 + 20 * nrand());
+        a[h * w / 2 + 7] = 1000 + near[k].d;
+        assert_int_equal(ts_register_strips(r, ts_f32(a), w, ts_f32(b), w, 0, 0, &res, &err), TS_OK);
+        assert_int_equal(res.degenerate, near[k].constant);
+    }
     /* Independent noise only: no true match. */
     double worst = 0;
     for (int trial = 0; trial < 10; trial++) {
