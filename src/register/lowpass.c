@@ -12,10 +12,6 @@
  * overlaps mostly at 0.6-1.0 rad/px, test_stage_model's blurred texture
  * at 0.85-1.6); a fixed 0.8 cost the latter 0.92 px rms against 0.58
  * (docs/register.md, step 8). */
-/* -O3: see phasecorr.c. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
-#endif
 #include "register/lowpass.h"
 #include "register/size_cache.h"
 

@@ -1,21 +1,5 @@
 /* Phase correlation of two overlap strips, with candidate-peak
  * disambiguation by normalised cross-correlation of the overlap. */
-/* The registration's per-pixel loops (here, prefilter.c, refine.c,
- * lowpass.c, window_ncc.c) at -O3, as fuse/kernels.c: RelWithDebInfo's -O2
- * vectorises only loops that need no runtime checks (trip count, aliasing),
- * which leaves most of them scalar. Vectorising element-wise loops does
- * not change their results (no reassociation without -ffast-math; the
- * reductions keep their explicit lanes, vec.h): the shifts files are the
- * same bytes, estimate 5-12% faster (256 and 2048 px plates). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
-#endif
-/* No fused multiply-add, as fuse/kernels.c: gcc in C17 mode does not
- * contract, clang does by default (and with FMA enabled the NCC's SSE2 and
- * AVX2 builds would differ). */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
 #include "register/register.h"
 
 #include <fftw3.h>

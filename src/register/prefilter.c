@@ -1,12 +1,4 @@
 /* Pre-filters applied to overlap strips before phase correlation. */
-/* -O3: see phasecorr.c. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
-#endif
-/* No fused multiply-add (vec.h: the SSE2 and AVX2 builds must agree). */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
 #include "register/register.h"
 
 #include <math.h>

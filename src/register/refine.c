@@ -40,10 +40,6 @@
  * (the B-spline taps beyond the crop are its mirror image, as the
  * coefficients' own boundary).
  * docs/register.md ("One pair of strips", step 8) has the measurements. */
-/* -O3: see phasecorr.c. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
-#endif
 #include "register/refine.h"
 
 #include <math.h>

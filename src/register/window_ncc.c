@@ -9,10 +9,6 @@
  * unchanged by subtracting a constant from a or from b, so both are taken
  * about their means first: the sums then stay small next to the products'
  * and the subtraction cov = sab - sa sb / n loses nothing to rounding. */
-/* -O3: see phasecorr.c. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
-#endif
 #include "register/window_ncc.h"
 #include "register/size_cache.h"
 
