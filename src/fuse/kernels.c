@@ -5,6 +5,8 @@
  * the CPU has is chosen at run time (same bytes from each). */
 #include "fuse/kernels.h"
 
+#include "common/isa.h"
+
 /* Built at -O3 and without fused multiply-add (CMakeLists.txt, the
  * per-pixel loops): at RelWithDebInfo's -O2 gcc 12 vectorised none of these
  * rows (their trip counts need runtime checks), and clang, which contracts
@@ -44,8 +46,7 @@ static void weights_cpu(float *out, int64_t h, int64_t w, ts_blend blend, double
 #include "fuse/kernels_body.h"
 #undef KFN
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TS_KERNELS_X86 1
+#ifdef TS_ISA_X86
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
 #else
@@ -126,23 +127,22 @@ static void downsample_label_cpu(void *dst, int64_t dst_stride, const void *src,
     }
 
 static const ts_fuse_kernels KERNELS_SSE2 = KERNEL_SET(sse2);
-#ifdef TS_KERNELS_X86
+#ifdef TS_ISA_X86
 static const ts_fuse_kernels KERNELS_AVX2 = KERNEL_SET(avx2);
 static const ts_fuse_kernels KERNELS_AVX512 = KERNEL_SET(avx512);
 #endif
 
 const ts_fuse_kernels *ts_fuse_cpu_kernels_isa(const char *isa) {
+    if (!ts_isa_available(isa)) return NULL;
     if (!strcmp(isa, "sse2")) return &KERNELS_SSE2;
-#ifdef TS_KERNELS_X86
-    if (!strcmp(isa, "avx2")) return __builtin_cpu_supports("avx2") ? &KERNELS_AVX2 : NULL;
-    if (!strcmp(isa, "avx512"))
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? &KERNELS_AVX512 : NULL;
+#ifdef TS_ISA_X86
+    if (!strcmp(isa, "avx2")) return &KERNELS_AVX2;
+    if (!strcmp(isa, "avx512")) return &KERNELS_AVX512;
 #endif
     return NULL;
 }
 
-/* The widest set this CPU runs. Asked again on every call, not cached:
- * __builtin_cpu_supports reads flags the runtime filled in at start-up. */
+/* The widest set this CPU runs (common/isa.h). */
 const char *ts_fuse_cpu_isa(void) {
     static const char *const order[] = {"avx512", "avx2", "sse2"};
     for (int i = 0; i < 3; i++)

@@ -441,7 +441,7 @@ static double ncc_sse2(const float *a, const float *b, int h, int w, int sy, int
 
 /* The NCC is a sixth of estimate's time on 2048^2 tiles; at AVX2's width
  * it runs 1.5-1.9x faster (same bits), chosen at run time. */
-#ifdef TS_VEC_AVX2
+#ifdef TS_ISA_X86
 TS_TARGET_AVX2 static double ncc_avx2(const float *a, const float *b, int h, int w, int sy,
                                                        int sx) {
     return ncc_lanes(a, b, h, w, sy, sx);
@@ -452,7 +452,7 @@ bool ts_overlap_ncc_isa(const char *isa, const float *a, const float *b, int h, 
                         double *ncc) {
     const int pick = ts_isa_pick(isa);
     if (pick < 0) return false;
-#ifdef TS_VEC_AVX2
+#ifdef TS_ISA_X86
     if (pick == 1) {
         *ncc = ncc_avx2(a, b, h, w, sy, sx);
         return true;
@@ -463,8 +463,8 @@ bool ts_overlap_ncc_isa(const char *isa, const float *a, const float *b, int h, 
 }
 
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx) {
-#ifdef TS_VEC_AVX2
-    if (ts_cpu_avx2()) return ncc_avx2(a, b, h, w, sy, sx);
+#ifdef TS_ISA_X86
+    if (ts_isa_available("avx2")) return ncc_avx2(a, b, h, w, sy, sx);
 #endif
     return ncc_sse2(a, b, h, w, sy, sx);
 }

@@ -85,7 +85,7 @@ static void gaussian_sse2(float *img, int h, int w, const float *kernel, int rad
     gaussian_passes(img, h, w, kernel, radius, tmp);
 }
 
-#ifdef TS_VEC_AVX2
+#ifdef TS_ISA_X86
 TS_TARGET_AVX2 static void gaussian_avx2(float *img, int h, int w, const float *kernel, int radius, float *tmp) {
     gaussian_passes(img, h, w, kernel, radius, tmp);
 }
@@ -107,7 +107,7 @@ static bool gaussian_isa(const char *isa, float *img, int h, int w, double sigma
         sum += kernel[i + radius];
     }
     for (int i = 0; i <= 2 * radius; i++) kernel[i] = (float)(kernel[i] / sum);
-#ifdef TS_VEC_AVX2
+#ifdef TS_ISA_X86
     if (wide) {
         gaussian_avx2(img, h, w, kernel, radius, tmp);
         return true;
@@ -216,14 +216,14 @@ static void box_cols_sse2(const float *src, float *dst, int h, int w, int r, dou
     box_cols_body(src, dst, h, w, r, sum);
 }
 
-#ifdef TS_VEC_AVX2
+#ifdef TS_ISA_X86
 TS_TARGET_AVX2 static void box_cols_avx2(const float *src, float *dst, int h, int w, int r, double *sum) {
     box_cols_body(src, dst, h, w, r, sum);
 }
 #endif
 
 static void box_cols(const float *src, float *dst, int h, int w, int r, double *sum, bool wide) {
-#ifdef TS_VEC_AVX2
+#ifdef TS_ISA_X86
     if (wide) {
         box_cols_avx2(src, dst, h, w, r, sum);
         return;

@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+#include "common/isa.h"
+
 /* Four floats: the SSE2 register every x86-64 has (a wider vector type
  * passed by value changes the ABI without AVX, -Wpsabi). Reductions use two
  * of them, eight lanes, to keep two add chains in flight. */
@@ -74,26 +76,23 @@ static inline double ts_sum_f64(const float *img, size_t n) {
 typedef float ts_v8f __attribute__((vector_size(8 * sizeof(float))));
 typedef double ts_v4d __attribute__((vector_size(4 * sizeof(double))));
 
-/* A loop body compiled twice, for the x86-64 baseline (SSE2) and for
- * AVX2, the CPU's choice made at run time (ts_cpu_avx2): the wide types
- * above fill a whole AVX register in the second. Not FMA (the avx2 target
- * brings none; gcc in C17 mode does not contract, clang is told not to
- * where this is used), so both give the same bits. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TS_VEC_AVX2 1
+/* A loop body compiled twice (common/isa.h), for the x86-64 baseline
+ * (SSE2) and, as TS_TARGET_AVX2 functions, for AVX2: the wide types above
+ * fill a whole AVX register there. Not FMA (the avx2 target brings none,
+ * and these files are built with -ffp-contract=off, CMakeLists.txt), so
+ * both give the same bits. */
+#ifdef TS_ISA_X86
 #define TS_TARGET_AVX2 __attribute__((target("avx2")))
-static inline int ts_cpu_avx2(void) { return __builtin_cpu_supports("avx2"); }
-#else
-static inline int ts_cpu_avx2(void) { return 0; }
 #endif
 
 /* Which variant: NULL, the CPU's widest; tests name one, "sse2" or
  * "avx2". 1: the AVX2 one, 0: the baseline, -1: no such variant in this
  * build or on this CPU. */
 static inline int ts_isa_pick(const char *isa) {
-    if (!isa) return ts_cpu_avx2() ? 1 : 0;
-    if (!strcmp(isa, "sse2")) return 0;
-    return !strcmp(isa, "avx2") && ts_cpu_avx2() ? 1 : -1;
+    if (!isa) return ts_isa_available("avx2") ? 1 : 0;
+    const bool wide = !strcmp(isa, "avx2");
+    if (!wide && strcmp(isa, "sse2")) return -1;
+    return ts_isa_available(isa) ? wide : -1;
 }
 
 /* The four lanes summed in double, in a fixed pairwise order. */
