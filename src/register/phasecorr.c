@@ -440,7 +440,7 @@ static double ncc_sse2(const float *a, const float *b, int h, int w, int sy, int
 }
 
 /* The NCC is a sixth of estimate's time on 2048^2 tiles; at AVX2's width
- * it runs 1.5-1.9x faster (same bits), chosen at run time. */
+ * it runs 1.5-1.9x faster (same bits), chosen at run time (isa NULL). */
 #ifdef TS_ISA_X86
 TS_TARGET_AVX2 static double ncc_avx2(const float *a, const float *b, int h, int w, int sy,
                                                        int sx) {
@@ -463,10 +463,9 @@ bool ts_overlap_ncc_isa(const char *isa, const float *a, const float *b, int h, 
 }
 
 double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int sx) {
-#ifdef TS_ISA_X86
-    if (ts_isa_available("avx2")) return ncc_avx2(a, b, h, w, sy, sx);
-#endif
-    return ncc_sse2(a, b, h, w, sy, sx);
+    double ncc;
+    (void)ts_overlap_ncc_isa(NULL, a, b, h, w, sy, sx, &ncc); /* NULL: always a variant */
+    return ncc;
 }
 
 /* The overlap NCC at a shift, looked up in the pair's memo table first: the

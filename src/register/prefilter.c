@@ -23,8 +23,8 @@ static inline int mirror(int i, int n) {
  * same sum in the same order whatever the vector width). */
 __attribute__((always_inline)) static inline void gaussian_passes(float *img, int h, int w, const float *kernel,
                                                                   int radius, float *tmp) {
-    /* Rows into tmp. Inside the row, eight or four outputs at a time: each
-     * is the same sum in the same order as one at a time (same bits). */
+    /* Rows into tmp. Inside the row, eight outputs at a time: each is the
+     * same sum in the same order as one at a time (same bits). */
     for (int y = 0; y < h; y++) {
         const float *row = img + (size_t)y * (size_t)w;
         float *out = tmp + (size_t)y * (size_t)w;
@@ -44,11 +44,6 @@ __attribute__((always_inline)) static inline void gaussian_passes(float *img, in
             }
             memcpy(out + x, &acc, sizeof acc);
         }
-        for (; x + 4 + radius <= w; x += 4) {
-            ts_v4f acc = {0};
-            for (int k = -radius; k <= radius; k++) acc += ts_v4f_splat(kernel[k + radius]) * ts_v4f_load(row + x + k);
-            ts_v4f_store(out + x, acc);
-        }
         for (; x < w; x++) {
             float acc = 0;
             if (x >= radius && x + radius < w) {
@@ -67,7 +62,6 @@ __attribute__((always_inline)) static inline void gaussian_passes(float *img, in
             const float *src = tmp + (size_t)mirror(y + k, h) * (size_t)w;
             float kv = kernel[k + radius];
             const ts_v8f kv8 = {kv, kv, kv, kv, kv, kv, kv, kv};
-            ts_v4f kv4 = ts_v4f_splat(kv);
             int x = 0;
             for (; x + 8 <= w; x += 8) {
                 ts_v8f o, v;
@@ -75,7 +69,6 @@ __attribute__((always_inline)) static inline void gaussian_passes(float *img, in
                 o += kv8 * v;
                 memcpy(out + x, &o, sizeof o);
             }
-            for (; x + 4 <= w; x += 4) ts_v4f_store(out + x, ts_v4f_load(out + x) + kv4 * ts_v4f_load(src + x));
             for (; x < w; x++) out[x] += kv * src[x];
         }
     }
@@ -91,9 +84,7 @@ TS_TARGET_AVX2 static void gaussian_avx2(float *img, int h, int w, const float *
 }
 #endif
 
-/* isa: NULL for the CPU's widest, else "sse2" or "avx2"; false when this
- * build or CPU has no such variant (img untouched). */
-static bool gaussian_isa(const char *isa, float *img, int h, int w, double sigma, float *tmp) {
+bool ts_gaussian_blur_isa(const char *isa, float *img, int h, int w, double sigma, float *tmp) {
     const int pick = ts_isa_pick(isa);
     if (pick < 0) return false;
     const bool wide = pick == 1;
@@ -118,7 +109,7 @@ static bool gaussian_isa(const char *isa, float *img, int h, int w, double sigma
 }
 
 void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp) {
-    (void)gaussian_isa(NULL, img, h, w, sigma, tmp);
+    (void)ts_gaussian_blur_isa(NULL, img, h, w, sigma, tmp); /* NULL: always a variant */
 }
 
 void ts_sobel_magnitude(const float *src, float *dst, int h, int w) {
@@ -174,8 +165,8 @@ static void box_rows(const float *src, float *dst, int h, int w, int r) {
 }
 
 /* The same down the columns, a whole row of running sums at a time (cache
- * friendly; four or two columns per vector, the same arithmetic as one at
- * a time). sum: w doubles. Compiled for SSE2 and AVX2 below. */
+ * friendly; four columns per vector, the same arithmetic as one at a
+ * time). sum: w doubles. Compiled for SSE2 and AVX2 below. */
 __attribute__((always_inline)) static inline void box_cols_body(const float *src, float *dst, int h, int w, int r,
                                                                 double *sum) {
     float norm = 1.0f / (float)(2 * r + 1);
@@ -197,13 +188,6 @@ __attribute__((always_inline)) static inline void box_cols_body(const float *src
             memcpy(d + x, &f, sizeof f);
             u += __builtin_convertvector(a4, ts_v4d) - __builtin_convertvector(s4, ts_v4d);
             memcpy(sum + x, &u, sizeof u);
-        }
-        for (; x + 2 <= w; x += 2) {
-            ts_v2d u = ts_v2d_load(sum + x);
-            ts_v2f f = __builtin_convertvector(u, ts_v2f) * (ts_v2f){norm, norm};
-            memcpy(d + x, &f, sizeof f);
-            u += ts_v2f_load_v2d(add + x) - ts_v2f_load_v2d(sub + x);
-            ts_v2d_store(sum + x, u);
         }
         for (; x < w; x++) {
             d[x] = (float)sum[x] * norm;
@@ -234,8 +218,7 @@ static void box_cols(const float *src, float *dst, int h, int w, int r, double *
     box_cols_sse2(src, dst, h, w, r, sum);
 }
 
-static bool subtract_background_isa(const char *isa, float *img, int h, int w, int size, float *tmp,
-                                    double *sum) {
+bool ts_subtract_background_isa(const char *isa, float *img, int h, int w, int size, float *tmp, double *sum) {
     const int pick = ts_isa_pick(isa);
     if (pick < 0) return false;
     const bool wide = pick == 1;
@@ -253,13 +236,7 @@ static bool subtract_background_isa(const char *isa, float *img, int h, int w, i
 }
 
 void ts_subtract_background(float *img, int h, int w, int size, float *tmp, double *sum) {
-    (void)subtract_background_isa(NULL, img, h, w, size, tmp, sum);
-}
-
-bool ts_prefilter_isa(const char *isa, bool background, float *img, int h, int w, double sigma_or_size, float *tmp,
-                      double *sum) {
-    return background ? subtract_background_isa(isa, img, h, w, (int)sigma_or_size, tmp, sum)
-                      : gaussian_isa(isa, img, h, w, sigma_or_size, tmp);
+    (void)ts_subtract_background_isa(NULL, img, h, w, size, tmp, sum); /* NULL: always a variant */
 }
 
 /* CLAHE (Zuiderveld): the image is split into contextual regions; each gets

@@ -180,12 +180,11 @@ void ts_sobel_magnitude(const float *src, float *dst, int h, int w);
  * tmp: 2*h*w floats; rowsum: w doubles (scratch the caller keeps, so the
  * per-pair call cannot fail). */
 void ts_subtract_background(float *img, int h, int w, int block, float *tmp, double *rowsum);
-/* Tests: ts_subtract_background (background true; sigma_or_size the box
- * size) or ts_gaussian_blur (sigma) as compiled for one instruction set
- * ("sse2" or "avx2", which they take where the CPU has it); false when this
- * build or CPU has no such variant. */
-bool ts_prefilter_isa(const char *isa, bool background, float *img, int h, int w, double sigma_or_size, float *tmp,
-                      double *sum);
+/* Tests: ts_gaussian_blur and ts_subtract_background as compiled for one
+ * instruction set ("sse2", or "avx2", which they take where the CPU has
+ * it); false (img untouched) when this build or CPU has no such variant. */
+bool ts_gaussian_blur_isa(const char *isa, float *img, int h, int w, double sigma, float *tmp);
+bool ts_subtract_background_isa(const char *isa, float *img, int h, int w, int block, float *tmp, double *rowsum);
 /* Contrast-limited adaptive histogram equalisation in place; output in [0, 1]. */
 ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *err);
 /* n samples of type dt as float (what registration reads a plane as); an
