@@ -31,6 +31,14 @@ void ts_pages_unmap(void *p, size_t bytes) {
     if (p) munmap(p, bytes);
 }
 
+/* bytes rounded up to a multiple of 64 (FFTW's alignment), at least 64;
+ * 0 when that would overflow. */
+static size_t aligned_size(size_t bytes) {
+    const size_t align = 64;
+    if (bytes > SIZE_MAX - align) return 0;
+    return bytes ? (bytes + align - 1) / align * align : align;
+}
+
 bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
     memset(s, 0, sizeof *s);
     if (n < 0 || n > TS_PAGE_SET_MAX) return false;
@@ -39,12 +47,8 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
     (void)huge;
     s->n = n;
     for (int k = 0; k < n; k++) {
-        if (sizes[k] > SIZE_MAX - align) {
-            ts_page_set_free(s);
-            return false;
-        }
-        size_t bytes = sizes[k] ? (sizes[k] + align - 1) / align * align : align;
-        if (!(s->own[k] = aligned_alloc(align, bytes))) {
+        const size_t bytes = aligned_size(sizes[k]);
+        if (!bytes || !(s->own[k] = aligned_alloc(align, bytes))) {
             ts_page_set_free(s);
             return false;
         }
@@ -56,12 +60,11 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
      * whole huge pages. */
     size_t total = 0;
     for (int k = 0; k < n; k++) {
-        if (sizes[k] > SIZE_MAX - align) return false;
-        const size_t r = (sizes[k] + align - 1) / align * align;
-        if (r > SIZE_MAX - huge - total) return false;
+        const size_t r = aligned_size(sizes[k]);
+        if (!r || r > SIZE_MAX - huge - total) return false;
         total += r;
     }
-    if (total == 0) total = align;
+    if (!total) total = align; /* n == 0 */
     unsigned char *p;
     if (total < huge / 2) {
         /* Small: from the heap, whose freed blocks are already faulted in
@@ -78,7 +81,7 @@ bool ts_page_set_alloc(ts_page_set *s, int n, const size_t *sizes, void **out) {
     s->n = 1;
     for (int k = 0; k < n; k++) {
         out[k] = p;
-        p += (sizes[k] + align - 1) / align * align;
+        p += aligned_size(sizes[k]);
     }
     return true;
 #endif

@@ -733,8 +733,9 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     }
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
-        q[i] = (ts_qc_pair){e->well, e->a, e->b, e->dir, e->res.matched, false, e->res.confidence,
-                            e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, 0, e->refused, false, false, 0, 0};
+        q[i] = (ts_qc_pair){.well = e->well, .a = e->a, .b = e->b, .dir = e->dir, .matched = e->res.matched,
+                            .confidence = e->res.confidence,
+                            .offset = e->dir == TS_PAIR_RIGHT ? e->res.dx : e->res.dy, .refused = e->refused};
         if (s && e->res.matched) {
             const ts_shift_pair *sp = &s->wells[e->well].pairs[k[e->well]++];
             q[i].outlier = sp->outlier;
@@ -747,8 +748,9 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     for (int64_t i = 0; i < nb; i++) {
         const ts_bridge *b = &c->bridges[i];
         ts_qc_pair *p = &q[c->nedges + i];
-        *p = (ts_qc_pair){b->well, b->a, b->b, TS_QC_DIAGONAL, b->res.matched, false, b->res.confidence, 0, 0, false,
-                          b->contested, b->contested && b->res.unfitted, b->res.ncc, b->res.ncc_second};
+        *p = (ts_qc_pair){.well = b->well, .a = b->a, .b = b->b, .dir = TS_QC_DIAGONAL, .matched = b->res.matched,
+                          .confidence = b->res.confidence, .contested = b->contested,
+                          .unfitted = b->contested && b->res.unfitted, .ncc = b->res.ncc, .rival = b->res.ncc_second};
         if (b->res.matched) {
             const ts_shift_pair *sp = &s->wells[b->well].pairs[k[b->well]++];
             p->outlier = sp->outlier;
@@ -891,8 +893,8 @@ static ts_status diagonal_bridges(est_ctx *c, const ts_stage_model *m, ts_error 
     for (int64_t i = 0; i < c->nedges; i++) {
         const edge *e = &c->edges[i];
         tiles[i][0] = c->tile_base[e->well] + e->a, tiles[i][1] = c->tile_base[e->well] + e->b;
-        const ts_qc_pair q = {e->well, e->a, e->b, e->dir, e->res.matched, false, solve_confidence(c, &e->res), 0, 0, false,
-                              false, false, 0, 0};
+        const ts_qc_pair q = {.well = e->well, .a = e->a, .b = e->b, .dir = e->dir, .matched = e->res.matched,
+                              .confidence = solve_confidence(c, &e->res)};
         trusted[i] = ts_qc_trusted(&q);
     }
     const ts_bridge_pass bp = {(int)c->h, (int)c->w, &c->reg, m, c->pool, c->plate->nwells, c->tile_base,
