@@ -350,11 +350,17 @@ typedef struct ts_estimate_well_qc {
                                     the guess), as far off as the stage put them */
     char first_cut_off[96];      /* the first of them, "" when none */
     int64_t stranded;            /* tiles with content and no pair, left on their stage positions:
-                                    no matched pair, and a diagonal corner that matched (NCC >= 0.8,
-                                    which blank corners do not reach) but was refused as a bridge
-                                    (a rival maximum too close, or no sub-pixel fit) */
-    char first_stranded[96];     /* the first of them, "" when none */
-    double stranded_ncc;         /* the first one's corner (when stranded > 0): its maximum's NCC */
+                                    no matched pair, and either a diagonal corner that matched
+                                    (NCC >= 0.8, which blank corners do not reach) but was refused
+                                    as a bridge (a rival maximum too close, or no sub-pixel fit), or
+                                    an image that stands out of its noise (its overlaps did not) */
+    char first_stranded[96];     /* the first of them (one with a refused corner first), "" when
+                                    none */
+    double stranded_content;     /* the first one's share of its area standing out of its noise
+                                    (0 < share <= 1) when no corner speaks for it; 0: its corner
+                                    does (the three below) */
+    double stranded_ncc;         /* the first one's corner (when stranded > 0 and stranded_content
+                                    is 0): its maximum's NCC */
     double stranded_rival;       /* ... the best other local maximum's (-1: none) */
     bool stranded_unfitted;      /* ... refused for want of a sub-pixel fit (else: the rival came
                                     too close) */

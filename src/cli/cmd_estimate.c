@@ -164,11 +164,15 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
         json_object_set_new(o, "first_cut_off_tile", w->cut_off ? cli_json_path(w->first_cut_off) : json_null());
         json_object_set_new(o, "stranded_tiles", json_integer((json_int_t)w->stranded));
         json_object_set_new(o, "first_stranded_tile", w->stranded ? cli_json_path(w->first_stranded) : json_null());
-        json_object_set_new(o, "first_stranded_ncc", w->stranded ? number(w->stranded_ncc, 3) : json_null());
+        /* the first one's evidence: its refused corner, or its own content */
+        const bool corner = w->stranded && !(w->stranded_content > 0);
+        json_object_set_new(o, "first_stranded_content",
+                            w->stranded && !corner ? number(w->stranded_content, 4) : json_null());
+        json_object_set_new(o, "first_stranded_ncc", corner ? number(w->stranded_ncc, 3) : json_null());
         json_object_set_new(o, "first_stranded_rival_ncc",
-                            w->stranded && w->stranded_rival > -1 ? number(w->stranded_rival, 3) : json_null());
+                            corner && w->stranded_rival > -1 ? number(w->stranded_rival, 3) : json_null());
         json_object_set_new(o, "first_stranded_refused_as",
-                            w->stranded ? json_string(w->stranded_unfitted ? "unfitted" : "ambiguous") : json_null());
+                            corner ? json_string(w->stranded_unfitted ? "unfitted" : "ambiguous") : json_null());
         json_object_set_new(o, "worst_outlier", w->worst_outlier[0][0] ? json_pack("[o,o]", cli_json_path(w->worst_outlier[0]),
                                                                                    cli_json_path(w->worst_outlier[1]))
                                                                       : json_null());
@@ -241,15 +245,20 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
             fprintf(stderr, "; %lld tile%s placed by diagonal neighbours only (%s%s)", (long long)w->bridged,
                     w->bridged == 1 ? "" : "s", w->first_bridged, w->bridged > 1 ? ", ..." : "");
         if (w->stranded) {
-            fprintf(stderr,
-                    "; %lld tile%s with content and no pair left on %s stage position%s (%s%s: its diagonal corner "
-                    "matched at NCC %.2f but was refused: ",
+            fprintf(stderr, "; %lld tile%s with content and no pair left on %s stage position%s (%s%s: ",
                     (long long)w->stranded, w->stranded == 1 ? "" : "s", w->stranded == 1 ? "its" : "their",
-                    w->stranded == 1 ? "" : "s", w->first_stranded, w->stranded > 1 ? ", ..." : "", w->stranded_ncc);
-            if (w->stranded_unfitted)
-                fprintf(stderr, "no sub-pixel fit)");
+                    w->stranded == 1 ? "" : "s", w->first_stranded, w->stranded > 1 ? ", ..." : "");
+            if (w->stranded_content > 0)
+                fprintf(stderr, "%.1f%% of it stands out of its noise, nothing in its overlaps matched)",
+                        100 * w->stranded_content);
+            else if (w->stranded_unfitted)
+                fprintf(stderr, "its diagonal corner matched at NCC %.2f but was refused: no sub-pixel fit)",
+                        w->stranded_ncc);
             else
-                fprintf(stderr, "another maximum at %.2f came too close)", w->stranded_rival);
+                fprintf(stderr,
+                        "its diagonal corner matched at NCC %.2f but was refused: another maximum at %.2f came "
+                        "too close)",
+                        w->stranded_ncc, w->stranded_rival);
             fprintf(stderr, ": check %s", w->stranded == 1 ? "it" : "them");
         }
         if (w->refused)

@@ -26,6 +26,7 @@
 #include "solve/solve.h"
 #include "register/register.h"
 #include "register/tile_cache.h"
+#include "register/content.h"
 #include "register/stage_model.h"
 #include "register/bridge.h"
 #include "shifts/shifts.h"
@@ -850,14 +851,74 @@ static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error 
     return TS_OK;
 }
 
+/* The tiles no matched pair places, each read again for its content. */
+typedef struct content_job {
+    est_ctx *c;
+    const int64_t *tiles;
+    int64_t n;
+    double *share; /* by tile id */
+    atomic_llong done;
+} content_job;
+
+static ts_status content_of_tile(void *user, int64_t i, int worker, ts_error *err) {
+    (void)worker;
+    content_job *j = user;
+    const int64_t id = j->tiles[i];
+    void *data;
+    ts_dtype dtype;
+    size_t bytes;
+    ts_status st = load_tile(j->c, id, &data, &dtype, &bytes, err);
+    if (st != TS_OK) return st;
+    st = ts_tile_content((ts_samples){data, dtype}, (int)j->c->h, (int)j->c->w, &j->share[id], err);
+    release_tile(j->c, id, data);
+    const int64_t done = atomic_fetch_add(&j->done, 1) + 1;
+    if (st == TS_OK && j->c->opt->progress) {
+        pthread_mutex_lock(&j->c->mu);
+        j->c->opt->progress(j->c->opt->progress_user, "content", done, j->n);
+        pthread_mutex_unlock(&j->c->mu);
+    }
+    return st;
+}
+
+/* *share (malloc'd, by tile id): the share of content (content.h) of each
+ * tile without a matched pair among q, 0 for the others. Such a tile lands
+ * on its stage position; the quality check names those with content. */
+static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, double **share, ts_error *err) {
+    bool *paired = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *paired);
+    int64_t *tiles = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *tiles);
+    *share = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof **share);
+    ts_status st = TS_OK;
+    if (!paired || !tiles || !*share) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
+        goto done;
+    }
+    for (int64_t i = 0; i < nq; i++)
+        if (q[i].matched)
+            paired[c->tile_base[q[i].well] + q[i].a] = paired[c->tile_base[q[i].well] + q[i].b] = true;
+    int64_t n = 0;
+    for (int64_t t = 0; t < c->ntiles; t++)
+        if (!paired[t]) tiles[n++] = t;
+    content_job job = {c, tiles, n, *share, 0};
+    st = ts_pool_run(c->pool, n, content_of_tile, &job, err);
+    c->stage_tile_reads += n;
+done:
+    free(paired), free(tiles);
+    if (st != TS_OK) free(*share), *share = NULL;
+    return st;
+}
+
 /* The verdict and its message (docs/qc.md). */
 static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_result *result, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
+    const int64_t nq = c->nedges + c->nbridges;
     ts_qc_pair *q = qc_pairs(c, s);
     if (!q) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check");
-    ts_status st = ts_estimate_qc(q, c->nedges + c->nbridges, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x,
-                                  opt->overlap_y, result, err);
-    free(q);
+    double *content = NULL;
+    ts_status st = unplaced_content(c, q, nq, &content, err);
+    if (st == TS_OK)
+        st = ts_estimate_qc(q, nq, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x, opt->overlap_y,
+                            content, result, err);
+    free(q), free(content);
     if (st != TS_OK) return st;
     /* Most pairs of a direction unmatched: nothing contradicts the nominal
      * overlap, but nothing confirms it either (strips cut where the tiles do

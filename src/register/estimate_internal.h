@@ -76,9 +76,12 @@ bool ts_qc_low_coverage(const ts_overlap_qc *q);
 void ts_qc_median_spread(double *v, int64_t n, double *scratch, double *median, double *spread);
 
 /* Fills r's overlap, well_qc (allocated), nwell_qc and verdict from the
- * pairs. tile_base: first tile id of each well of plate. */
+ * pairs. tile_base: first tile id of each well of plate. content: by tile
+ * id, the share of content (content.h) of each tile without a matched
+ * pair, or NULL (not measured). */
 ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, const int64_t *tile_base,
-                         int h, int w, int nominal_x, int nominal_y, ts_estimate_result *r, ts_error *err);
+                         int h, int w, int nominal_x, int nominal_y, const double *content,
+                         ts_estimate_result *r, ts_error *err);
 
 /* The one-line message of a failed check: what was measured, what to pass
  * (same_nominal: the user gave one --overlap for both axes). */

@@ -158,7 +158,8 @@ static bool graph_bridges(const ts_qc_pair *p, int64_t n, const int64_t *tile_ba
 }
 
 ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, const int64_t *tile_base,
-                         int h, int w, int nominal_x, int nominal_y, ts_estimate_result *r, ts_error *err) {
+                         int h, int w, int nominal_x, int nominal_y, const double *content,
+                         ts_estimate_result *r, ts_error *err) {
     const int nw = plate->nwells;
     const int64_t ntiles = nw ? tile_base[nw - 1] + plate->wells[nw - 1].npositions : 0;
     size_t nn = (size_t)(n ? n : 1);
@@ -248,10 +249,13 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         for (int64_t t = lo; t < hi; t++) size[ts_uf_find(parent, (int)t)] = 0;
         /* Content left on its stage position: a tile with no matched pair
          * whose diagonal corner matched but was refused as a bridge (too
-         * close a rival). Isolated tiles are mostly blank ones, so the
-         * count of them says nothing; this one is named (the IHC recipe's
-         * seed 114: a corner tile 4.6 px off, exit 0, nothing said).
-         * (size, zero over the well, marks the tiles counted.) */
+         * close a rival), or whose own image has content (content.h).
+         * Isolated tiles are mostly blank ones, so the count of them says
+         * nothing; these are named (the IHC recipe's seed 114: a corner
+         * tile 4.6 px off, exit 0, nothing said; a simulated tile 3.5 px
+         * off whose overlaps showed background only). Those with a refused
+         * corner first: more is known of them. (size, zero over the well,
+         * marks the tiles counted.) */
         for (int64_t i = 0; i < n; i++) {
             if (p[i].well != wi || !p[i].contested) continue;
             for (int k = 0; k < 2; k++) {
@@ -263,6 +267,13 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
                     wq->stranded_ncc = p[i].ncc, wq->stranded_rival = p[i].rival;
                     wq->stranded_unfitted = p[i].unfitted;
                 }
+            }
+        }
+        for (int64_t t = lo; content && t < hi; t++) {
+            if (paired[t] || size[t] || !(content[t] > 0)) continue;
+            if (wq->stranded++ == 0) {
+                tile_name(wq->first_stranded, plate, wi, t - lo);
+                wq->stranded_content = content[t];
             }
         }
         for (int64_t t = lo; t < hi; t++) size[t] = 0;

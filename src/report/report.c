@@ -115,7 +115,7 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
             {q->cut_off, q->first_cut_off, "in groups no pair joins to the rest, placed on their stage positions"},
             {q->stranded, q->first_stranded,
              "with content and no pair, placed on the stage positions only (a diagonal corner matched but was "
-             "refused as a bridge)"}};
+             "refused as a bridge, or the tile's own image stands out of its noise)"}};
         for (int k = 0; k < 5; k++) {
             if (!named[k].n) continue;
             ts_strbuf_printf(b, "<p class=\"check\">%lld tile%s %s (first: ", (long long)named[k].n,

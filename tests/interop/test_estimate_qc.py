@@ -189,6 +189,7 @@ def main():
         check(w[0]["cut_off_tiles"] == 0 and w[0]["first_cut_off_tile"] is None, f"{label}: cut off {w[0]}")
         check(w[0]["worst_outlier"] is None and w[0]["hanging_tiles"] == 0, f"{label}: outlier or hanging {w[0]}")
     cut_off_group()
+    content_left_alone()
     worst_outlier_named()
     unsupported_refused()
     hanging_reference_check()
@@ -339,6 +340,33 @@ def unsupported_refused():
         e = np.hypot(dy - (t[b][0] - t[a][0]), dx - (t[b][1] - t[a][1]))
         check(e <= 20, f"{label}: {a} {b} written {e:.1f} px off the truth (confidence {c:.2f})")
     print(f"{label}: {j['refused_pairs']} refused, worst tile with content {name} {err:.1f} px")
+
+
+def content_left_alone():
+    """A tile with content whose four overlap strips show background and
+    noise only (simulate seed 4, 20% blank tiles: A/1/000006, its two grid
+    neighbours' strips featureless): no pair matches, so it stays on its
+    stage position (3.5 px off), and its overlaps cannot say so. Its own
+    image does: the run names it as a tile with content and no pair, with
+    the share of it that stands out of its noise; the blank tiles that are
+    as alone are not named. Every tile without a pair in the file, blank or
+    not, is counted: stranded_tiles is the number with content (rp's truth:
+    intensity std over 60)."""
+    label = "content left alone"
+    p, w, s = blank_plate(label, "silent", 0.2, 4)
+    if p is None:
+        return
+    plate = os.path.join(TMP, "silent.zarr")
+    paired = {t for a, b, *_ in s["pairs"]["A/1"] for t in (a, b)}
+    alone = [t for t in s["total_translation"] if t not in paired]
+    content = rp.content_tiles(plate, alone)
+    check(content == ["A/1/000006"] and len(alone) == w["isolated_tiles"] == 9,
+          f"{label}: tiles without a pair {alone}, with content {content}, well_qc {w}")
+    check(w["stranded_tiles"] == 1 and w["first_stranded_tile"] == "A/1/000006"
+          and (w["first_stranded_content"] or 0) > 0.1 and w["first_stranded_ncc"] is None,
+          f"{label}: well_qc {w}")
+    check("(A/1/000006: " in p.stderr and "stands out of its noise, nothing in its overlaps matched)" in p.stderr,
+          f"{label}: the summary does not name A/1/000006: {p.stderr}")
 
 
 def cut_off_group():

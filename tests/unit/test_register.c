@@ -12,6 +12,7 @@
 
 #include "xorshift.h"
 #include "common/orient.h"
+#include "register/content.h"
 #include "register/register.h"
 
 /* A deterministic "specimen": Gaussian blobs of random size and brightness,
@@ -182,6 +183,88 @@ static void test_blank_low_confidence(void **state) {
     assert_true(res.dy == 0 && res.dx == 0);
     ts_registrar_free(r);
     free(a), free(b), free(t), free(s.b);
+}
+
+/* The content check of the tiles no pair places (content.h): noise,
+ * illumination, a constant and a hot pixel are not content; one blob, a
+ * scene, and a texture as fine as the cells (which only the pixels' noise
+ * measure sees) are. */
+static double content_of(const float *img, int h, int w) {
+    double share = -1;
+    ts_error err;
+    assert_int_equal(ts_tile_content(ts_f32(img), h, w, &share, &err), TS_OK);
+    return share;
+}
+
+static void test_tile_content(void **state) {
+    (void)state;
+    const int h = 128, w = 160;
+    const size_t n = (size_t)h * w;
+    float *img = malloc(n * sizeof *img);
+    /* Read noise on a background falling by a fifth to the corners. */
+    for (int trial = 0; trial < 10; trial++) {
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const double dy = (y - h / 2.0) / (h / 2.0), dx = (x - w / 2.0) / (w / 2.0);
+                img[(size_t)y * w + x] = (float)(1000 * (1 - 0.1 * (dy * dy + dx * dx)) + 20 * nrand());
+            }
+        assert_true(content_of(img, h, w) == 0);
+    }
+    /* A falloff as cos^4 of the field angle leaves a third of the light in
+     * the corners of a 512 px tile (a quartic surface alone leaves cells
+     * over 6 sigmas in them, content.c). */
+    {
+        const int H = 512;
+        float *v = malloc((size_t)H * H * sizeof *v);
+        const double u = pow(1 - 0.65, -0.5) - 1; /* (1 + u)^-2 = 0.35 in the corners */
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < H; x++) {
+                const double dy = (y - H / 2.0) / (H / 2.0), dx = (x - H / 2.0) / (H / 2.0);
+                v[(size_t)y * H + x] = (float)(1000 * pow(1 + u * (dy * dy + dx * dx) / 2, -2) + 20 * nrand());
+            }
+        assert_true(content_of(v, H, H) == 0);
+        free(v);
+    }
+    /* ... with one hot pixel */
+    img[(size_t)40 * w + 77] = 60000;
+    assert_true(content_of(img, h, w) == 0);
+    /* ... with one faint cell (10 read-noise sigmas at its peak, 6 px wide) */
+    scene one = {1, &(blob){70, 50, 3, 200}};
+    float *cell = render(&one, h, w, 0, 0, 20);
+    const double share = content_of(cell, h, w);
+    print_message("one cell: share %.4f\n", share);
+    assert_true(share > 0 && share < 0.05);
+    free(cell);
+    /* A scene */
+    scene s = make_scene(h * w / 400, h, w);
+    float *full = render(&s, h, w, 0, 0, 20);
+    assert_true(content_of(full, h, w) > 0.05);
+    free(full), free(s.b);
+    /* A texture as fine as the cells (4 x 4 px, +-3 read-noise sigmas):
+     * neighbouring cells differ as much as they vary. */
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            img[(size_t)y * w + x] = (float)(1000 + (((y / 4 + x / 4) & 1) ? 60 : -60) + 20 * nrand());
+    assert_true(content_of(img, h, w) > 0.5);
+    /* Constants, and rounding only, in integer and float samples. */
+    uint16_t *u = malloc(n * sizeof *u);
+    for (size_t i = 0; i < n; i++) u[i] = 1000, img[i] = 1000.5f;
+    double share16 = -1;
+    ts_error err;
+    assert_int_equal(ts_tile_content((ts_samples){u, TS_UINT16}, h, w, &share16, &err), TS_OK);
+    assert_true(share16 == 0 && content_of(img, h, w) == 0);
+    for (size_t i = 0; i < n; i++) u[i] = (uint16_t)lround(1000 + 0.3 * nrand());
+    assert_int_equal(ts_tile_content((ts_samples){u, TS_UINT16}, h, w, &share16, &err), TS_OK);
+    assert_true(share16 == 0);
+    /* Small tiles: 2 x 2 cells, and single pixels. */
+    for (size_t i = 0; i < 64 * 64; i++) img[i] = (float)(100 + 20 * nrand());
+    assert_true(content_of(img, 64, 64) == 0);
+    for (int y = 20; y < 28; y++)
+        for (int x = 30; x < 38; x++) img[(size_t)y * 64 + x] += 400;
+    assert_true(content_of(img, 64, 64) > 0);
+    for (size_t i = 0; i < 16 * 16; i++) img[i] = (float)(100 + 20 * nrand());
+    assert_true(content_of(img, 16, 16) == 0);
+    free(u), free(img);
 }
 
 static void test_periodic_low_confidence(void **state) {
@@ -368,6 +451,7 @@ int main(void) {
         cmocka_unit_test(test_prefilter_variants),
         cmocka_unit_test(test_negative_images),
         cmocka_unit_test(test_blank_low_confidence),
+        cmocka_unit_test(test_tile_content),
         cmocka_unit_test(test_periodic_low_confidence),
         cmocka_unit_test(test_pairs),
         cmocka_unit_test(test_samples_dtypes),
