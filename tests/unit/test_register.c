@@ -225,6 +225,18 @@ static void test_tile_content(void **state) {
         assert_true(content_of(v, H, H) == 0);
         free(v);
     }
+    /* 1024 px: the noise medians take every 16th row's differences and
+     * every other cell. Noise alone, then one faint cell. */
+    {
+        const int H = 1024;
+        float *v = malloc((size_t)H * H * sizeof *v);
+        for (size_t i = 0; i < (size_t)H * H; i++) v[i] = (float)(1000 + 20 * nrand());
+        assert_true(content_of(v, H, H) == 0);
+        scene cell1 = {1, &(blob){600, 300, 3, 200}};
+        float *c1 = render(&cell1, H, H, 0, 0, 20);
+        assert_true(content_of(c1, H, H) > 0);
+        free(v), free(c1);
+    }
     /* ... with one hot pixel */
     img[(size_t)40 * w + 77] = 60000;
     assert_true(content_of(img, h, w) == 0);
