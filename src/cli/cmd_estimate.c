@@ -197,6 +197,7 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
     json_object_set_new(j, "verdict", json_string(ts_verdict_name(r->verdict)));
     json_object_set_new(j, "written", json_boolean(r->written));
     json_object_set_new(j, "reregistered_pairs", json_integer((json_int_t)r->reregistered_pairs));
+    json_object_set_new(j, "content_reads", json_integer((json_int_t)r->content_reads));
     json_object_set_new(j, "bridge_pairs", json_integer((json_int_t)r->bridge_pairs));
     json_object_set_new(j, "loop_downweighted_pairs", json_integer((json_int_t)r->loop_downweighted_pairs));
     json_object_set_new(j, "stage_downweighted_pairs", json_integer((json_int_t)r->stage_downweighted_pairs));

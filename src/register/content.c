@@ -146,56 +146,139 @@ static bool fit_illumination(float *cells, int ch, int cw, int degree, double *p
     return true;
 }
 
-ts_status ts_tile_content(ts_samples tile, int h, int w, double *share, ts_error *err) {
+struct ts_content_check {
+    int h, w, f, ch, cw;
+    size_t ncell;
+    float *pattern; /* per cell, NULL until learned */
+};
+
+ts_status ts_content_check_create(int h, int w, ts_content_check **out, ts_error *err) {
+    *out = NULL;
+    ts_content_check *c = calloc(1, sizeof *c);
+    if (!c) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
+    c->h = h, c->w = w, c->f = cell_side(h, w);
+    c->ch = h / c->f, c->cw = w / c->f;
+    c->ncell = (size_t)c->ch * (size_t)c->cw;
+    *out = c;
+    return TS_OK;
+}
+
+void ts_content_check_free(ts_content_check *c) {
+    if (!c) return;
+    free(c->pattern);
+    free(c);
+}
+
+size_t ts_content_ncells(const ts_content_check *c) { return c->ncell; }
+
+/* The tile's cells (the mean of f x f pixels, before any pattern) and, on
+ * every row_step-th row, the differences of neighbouring pixels along the
+ * row and to the next row (*nd of them into diff; row_step 0: none). row,
+ * next: w floats each. */
+static void bin_cells(const ts_content_check *c, ts_samples tile, int row_step, float *cells, float *diff,
+                      size_t *nd, float *row, float *next) {
+    const int f = c->f, w = c->w, cw = c->cw;
+    for (size_t i = 0; i < c->ncell; i++) cells[i] = 0;
+    size_t n = 0;
+    bool have_next = false;
+    for (int y = 0; y < c->h; y++) {
+        if (have_next) {
+            float *t = row;
+            row = next, next = t;
+        } else {
+            read_row(tile, w, y, row);
+        }
+        have_next = false;
+        if (row_step && y % row_step == 0) {
+            for (int x = 0; x + 1 < w; x++) diff[n++] = row[x + 1] - row[x];
+            if (y + 1 < c->h) {
+                read_row(tile, w, y + 1, next);
+                have_next = true;
+                for (int x = 0; x < w; x++) diff[n++] = next[x] - row[x];
+            }
+        }
+        if (y / f >= c->ch) continue;
+        float *cy = cells + (size_t)(y / f) * (size_t)cw;
+        for (int x = 0; x < cw; x++) {
+            float sum = 0;
+            for (int k = 0; k < f; k++) sum += row[x * f + k];
+            cy[x] += sum;
+        }
+    }
+    const float inv = 1.0f / (float)(f * f);
+    for (size_t i = 0; i < c->ncell; i++) cells[i] *= inv;
+    if (nd) *nd = n;
+}
+
+ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_error *err) {
+    float *row = malloc(2 * (size_t)c->w * sizeof *row);
+    if (!row) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", c->h, c->w);
+    bin_cells(c, tile, 0, cells, NULL, NULL, row, row + c->w);
+    free(row);
+    return TS_OK;
+}
+
+ts_status ts_content_learn(ts_content_check *c, const float *cells, int n, ts_error *err) {
+    if (n < 3) return TS_OK;
+    float *pattern = malloc(c->ncell * sizeof *pattern), *v = malloc((size_t)n * sizeof *v);
+    if (!pattern || !v) {
+        free(pattern), free(v);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check's pattern of %d tiles", n);
+    }
+    for (size_t i = 0; i < c->ncell; i++) {
+        for (int k = 0; k < n; k++) v[k] = cells[(size_t)k * c->ncell + i];
+        ts_select_rank(v, 0, (size_t)n, (size_t)n / 2);
+        pattern[i] = v[n / 2];
+    }
+    free(v);
+    free(c->pattern);
+    c->pattern = pattern;
+    return TS_OK;
+}
+
+ts_status ts_tile_content(const ts_content_check *c, ts_samples tile, double *share, ts_error *err) {
     *share = 0;
+    const int h = c->h, w = c->w, f = c->f, ch = c->ch, cw = c->cw;
+    const size_t ncell = c->ncell;
     if (h < 2 || w < 2) return TS_OK;
-    const int f = cell_side(h, w), ch = h / f, cw = w / f;
-    const size_t ncell = (size_t)ch * (size_t)cw;
     /* The medians take every k-th row (pixels) or cell: a median of 2^16
      * values is within a percent of the whole's, and selecting over the
      * 4 million of a 2048 px tile took most of the check. */
-    const int pixel_rows = (h + f - 1) / f, row_step_px = f * (int)(((size_t)pixel_rows * (size_t)(w - 1) >> 16) + 1);
-    const size_t cell_step = (ncell >> 16) + 1;
-    /* cells, two planes of scratch, the differences, one row; doubles: the
+    const int pixel_rows = (h + f - 1) / f, row_step = f * (int)(((size_t)pixel_rows * (size_t)(2 * w) >> 16) + 1);
+    const size_t cell_step = (ncell >> 17) + 1; /* (two differences a cell) */
+    /* cells, two planes of scratch, the differences, two rows; doubles: the
      * box filter's row sums, the fit's powers */
-    const size_t ndiff = ncell > ((size_t)1 << 16) + (size_t)w ? ncell : ((size_t)1 << 16) + (size_t)w;
+    const size_t ndiff = 2 * ncell > ((size_t)1 << 16) + 2 * (size_t)w ? 2 * ncell : ((size_t)1 << 16) + 2 * (size_t)w;
     const size_t ndouble = (size_t)cw > (MAX_DEGREE + 1) * (size_t)(ch + cw) ? (size_t)cw
                                                                              : (MAX_DEGREE + 1) * (size_t)(ch + cw);
-    float *cells = malloc((3 * ncell + ndiff + (size_t)w) * sizeof *cells);
+    float *cells = malloc((3 * ncell + ndiff + 2 * (size_t)w) * sizeof *cells);
     double *scratch = malloc(ndouble * sizeof *scratch);
     if (!cells || !scratch) {
         free(cells), free(scratch);
         return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", h, w);
     }
     float *tmp = cells + ncell, *diff = tmp + 2 * ncell, *row = diff + ndiff;
-    /* The cells (the mean of f x f pixels) and, on every row_step_px-th
-     * row, the differences of neighbouring pixels. */
-    for (size_t i = 0; i < ncell; i++) cells[i] = 0;
-    size_t nd = 0;
-    for (int y = 0; y < h; y++) {
-        read_row(tile, w, y, row);
-        if (y % row_step_px == 0)
-            for (int x = 0; x + 1 < w; x++) diff[nd++] = row[x + 1] - row[x];
-        if (y / f >= ch) continue;
-        float *c = cells + (size_t)(y / f) * (size_t)cw;
-        for (int x = 0; x < cw; x++) {
-            float sum = 0;
-            for (int k = 0; k < f; k++) sum += row[x * f + k];
-            c[x] += sum;
-        }
-    }
-    const float inv = 1.0f / (float)(f * f);
+    size_t nd;
+    bin_cells(c, tile, row_step, cells, diff, &nd, row, row + w);
     double mean = 0;
-    for (size_t i = 0; i < ncell; i++) mean += cells[i] *= inv;
+    for (size_t i = 0; i < ncell; i++) mean += cells[i];
     mean /= (double)ncell;
+    /* What every tile shows is the camera's (dust, hot pixels, a bad
+     * column, the illumination's shape), not the specimen's. */
+    if (c->pattern)
+        for (size_t i = 0; i < ncell; i++) cells[i] -= c->pattern[i];
     /* A noiseless tile still has its rounding (integer samples: 1/sqrt(12)
-     * of a step) and a float's precision: no less noise than that. */
+     * of a step) and a float's precision: no less noise than that. The
+     * differences run along rows and columns (banding in either direction
+     * is noise, not content). */
     const bool integer = tile.dtype != TS_FLOAT32 && tile.dtype != TS_FLOAT64;
     const double floor_noise = fmax(integer ? 0.2887 / f : 0, 1e-6 * (fabs(mean) + 1e-3));
     const double pixel_noise = fmax(median_abs(diff, nd) / MAD_DIFF / f, floor_noise); /* binned white noise */
     size_t n = 0;
-    for (size_t i = 0; i + 1 < ncell; i += cell_step)
+    for (size_t i = 0; i < ncell; i += cell_step) {
         if ((i + 1) % (size_t)cw) diff[n++] = cells[i + 1] - cells[i]; /* (not across rows) */
+        if (i + (size_t)cw < ncell) diff[n++] = cells[i + cw] - cells[i];
+    }
     const double cell_noise = fmax(n ? median_abs(diff, n) / MAD_DIFF : 0, floor_noise);
     /* Illumination is smooth; content and noise are not. */
     const int side = ch < cw ? ch : cw, degree = side >= 16 ? 4 : side >= 6 ? 2 : 0;

@@ -851,26 +851,43 @@ static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error 
     return TS_OK;
 }
 
-/* The tiles no matched pair places, each read again for its content. */
+/* The tiles no matched pair places, each read again for its content: first
+ * (pattern) the cells of a sample of them, then (measure) every one's
+ * share of content against their fixed pattern. */
+#define CONTENT_SAMPLE 15 /* tiles the pattern is the median of */
 typedef struct content_job {
     est_ctx *c;
+    ts_content_check *check;
     const int64_t *tiles;
-    int64_t n;
-    double *share; /* by tile id */
+    int64_t n, step; /* tiles[k * step]: the pattern's sample */
+    float *cells;    /* the sample's cells, one tile after another */
+    double *share;   /* by tile id */
     atomic_llong done;
 } content_job;
 
-static ts_status content_of_tile(void *user, int64_t i, int worker, ts_error *err) {
-    (void)worker;
-    content_job *j = user;
-    const int64_t id = j->tiles[i];
+static ts_status content_tile(content_job *j, int64_t id, float *cells, double *share, ts_error *err) {
     void *data;
     ts_dtype dtype;
     size_t bytes;
     ts_status st = load_tile(j->c, id, &data, &dtype, &bytes, err);
     if (st != TS_OK) return st;
-    st = ts_tile_content((ts_samples){data, dtype}, (int)j->c->h, (int)j->c->w, &j->share[id], err);
+    const ts_samples tile = {data, dtype};
+    st = cells ? ts_content_cells(j->check, tile, cells, err) : ts_tile_content(j->check, tile, share, err);
     release_tile(j->c, id, data);
+    return st;
+}
+
+static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error *err) {
+    (void)worker;
+    content_job *j = user;
+    return content_tile(j, j->tiles[k * j->step], j->cells + (size_t)k * ts_content_ncells(j->check), NULL, err);
+}
+
+static ts_status content_measure_one(void *user, int64_t i, int worker, ts_error *err) {
+    (void)worker;
+    content_job *j = user;
+    const int64_t id = j->tiles[i];
+    ts_status st = content_tile(j, id, NULL, &j->share[id], err);
     const int64_t done = atomic_fetch_add(&j->done, 1) + 1;
     if (st == TS_OK && j->c->opt->progress) {
         pthread_mutex_lock(&j->c->mu);
@@ -883,10 +900,12 @@ static ts_status content_of_tile(void *user, int64_t i, int worker, ts_error *er
 /* *share (malloc'd, by tile id): the share of content (content.h) of each
  * tile without a matched pair among q, 0 for the others. Such a tile lands
  * on its stage position; the quality check names those with content. */
-static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, double **share, ts_error *err) {
+static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, double **share, int64_t *reads,
+                                  ts_error *err) {
     bool *paired = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *paired);
     int64_t *tiles = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *tiles);
     *share = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof **share);
+    content_job job = {.c = c, .tiles = tiles};
     ts_status st = TS_OK;
     if (!paired || !tiles || !*share) {
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
@@ -895,14 +914,29 @@ static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, d
     for (int64_t i = 0; i < nq; i++)
         if (q[i].matched)
             paired[c->tile_base[q[i].well] + q[i].a] = paired[c->tile_base[q[i].well] + q[i].b] = true;
-    int64_t n = 0;
     for (int64_t t = 0; t < c->ntiles; t++)
-        if (!paired[t]) tiles[n++] = t;
-    content_job job = {c, tiles, n, *share, 0};
-    st = ts_pool_run(c->pool, n, content_of_tile, &job, err);
-    c->stage_tile_reads += n;
+        if (!paired[t]) tiles[job.n++] = t;
+    if (!job.n) goto done;
+    if ((st = ts_content_check_create((int)c->h, (int)c->w, &job.check, err)) != TS_OK) goto done;
+    /* The pattern: the sample spread over the list (wells, rows). */
+    const int64_t m = job.n < CONTENT_SAMPLE ? job.n : CONTENT_SAMPLE;
+    job.step = job.n / m;
+    if (m >= 3) {
+        job.cells = malloc((size_t)m * ts_content_ncells(job.check) * sizeof *job.cells);
+        if (!job.cells) {
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check's pattern of %lld tiles", (long long)m);
+            goto done;
+        }
+        if ((st = ts_pool_run(c->pool, m, content_pattern_one, &job, err)) != TS_OK) goto done;
+        *reads += m;
+        if ((st = ts_content_learn(job.check, job.cells, (int)m, err)) != TS_OK) goto done;
+    }
+    job.share = *share;
+    st = ts_pool_run(c->pool, job.n, content_measure_one, &job, err);
+    *reads += job.n;
 done:
-    free(paired), free(tiles);
+    ts_content_check_free(job.check);
+    free(job.cells), free(paired), free(tiles);
     if (st != TS_OK) free(*share), *share = NULL;
     return st;
 }
@@ -914,7 +948,8 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
     ts_qc_pair *q = qc_pairs(c, s);
     if (!q) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check");
     double *content = NULL;
-    ts_status st = unplaced_content(c, q, nq, &content, err);
+    ts_status st = unplaced_content(c, q, nq, &content, &result->content_reads, err);
+    c->stage_tile_reads += result->content_reads; /* (tile_reads counts them) */
     if (st == TS_OK)
         st = ts_estimate_qc(q, nq, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x, opt->overlap_y,
                             content, result, err);

@@ -189,12 +189,17 @@ static void test_blank_low_confidence(void **state) {
  * illumination, a constant and a hot pixel are not content; one blob, a
  * scene, and a texture as fine as the cells (which only the pixels' noise
  * measure sees) are. */
-static double content_of(const float *img, int h, int w) {
+static double content_in(ts_samples tile, int h, int w) {
     double share = -1;
     ts_error err;
-    assert_int_equal(ts_tile_content(ts_f32(img), h, w, &share, &err), TS_OK);
+    ts_content_check *c;
+    assert_int_equal(ts_content_check_create(h, w, &c, &err), TS_OK);
+    assert_int_equal(ts_tile_content(c, tile, &share, &err), TS_OK);
+    ts_content_check_free(c);
     return share;
 }
+
+static double content_of(const float *img, int h, int w) { return content_in(ts_f32(img), h, w); }
 
 static void test_tile_content(void **state) {
     (void)state;
@@ -261,13 +266,9 @@ static void test_tile_content(void **state) {
     /* Constants, and rounding only, in integer and float samples. */
     uint16_t *u = malloc(n * sizeof *u);
     for (size_t i = 0; i < n; i++) u[i] = 1000, img[i] = 1000.5f;
-    double share16 = -1;
-    ts_error err;
-    assert_int_equal(ts_tile_content((ts_samples){u, TS_UINT16}, h, w, &share16, &err), TS_OK);
-    assert_true(share16 == 0 && content_of(img, h, w) == 0);
+    assert_true(content_in((ts_samples){u, TS_UINT16}, h, w) == 0 && content_of(img, h, w) == 0);
     for (size_t i = 0; i < n; i++) u[i] = (uint16_t)lround(1000 + 0.3 * nrand());
-    assert_int_equal(ts_tile_content((ts_samples){u, TS_UINT16}, h, w, &share16, &err), TS_OK);
-    assert_true(share16 == 0);
+    assert_true(content_in((ts_samples){u, TS_UINT16}, h, w) == 0);
     /* Small tiles: 2 x 2 cells, and single pixels. */
     for (size_t i = 0; i < 64 * 64; i++) img[i] = (float)(100 + 20 * nrand());
     assert_true(content_of(img, 64, 64) == 0);
@@ -277,6 +278,51 @@ static void test_tile_content(void **state) {
     for (size_t i = 0; i < 16 * 16; i++) img[i] = (float)(100 + 20 * nrand());
     assert_true(content_of(img, 16, 16) == 0);
     free(u), free(img);
+}
+
+/* The camera's fixed pattern (content.h, ts_content_learn): blank tiles
+ * with dust shadows on the sensor and a hot column show "content" each,
+ * the same in every tile; against the median of a sample of them, nine
+ * with one specimen tile among them, the blank ones have none and the
+ * specimen tile still has. */
+static void test_tile_content_pattern(void **state) {
+    (void)state;
+    const int h = 128, w = 128, ntile = 9;
+    const size_t n = (size_t)h * w;
+    blob dust[3] = {{30, 40, 4, -150}, {90, 100, 6, -120}, {64, 20, 3, -200}};
+    scene fixed = {3, dust};
+    float *tiles = malloc((size_t)ntile * n * sizeof *tiles);
+    for (int t = 0; t < ntile; t++) {
+        float *d = render(&fixed, h, w, 0, 0, 20); /* 100 + dust + noise */
+        for (size_t i = 0; i < n; i++) d[i] += 900;
+        for (int y = 0; y < h; y++) d[(size_t)y * w + 77] += 300; /* hot column */
+        if (t == 4) { /* a specimen tile: a cell away from the dust */
+            scene cell = {1, &(blob){60, 70, 4, 400}};
+            float *c = render(&cell, h, w, 0, 0, 0);
+            for (size_t i = 0; i < n; i++) d[i] += c[i] - 100;
+            free(c);
+        }
+        memcpy(tiles + (size_t)t * n, d, n * sizeof *d);
+        free(d);
+    }
+    ts_error err;
+    ts_content_check *c;
+    assert_int_equal(ts_content_check_create(h, w, &c, &err), TS_OK);
+    double share;
+    assert_int_equal(ts_tile_content(c, ts_f32(tiles), &share, &err), TS_OK);
+    assert_true(share > 0); /* the camera's pattern alone: "content" */
+    const size_t nc = ts_content_ncells(c);
+    float *cells = malloc((size_t)ntile * nc * sizeof *cells);
+    for (int t = 0; t < ntile; t++)
+        assert_int_equal(ts_content_cells(c, ts_f32(tiles + (size_t)t * n), cells + (size_t)t * nc, &err), TS_OK);
+    assert_int_equal(ts_content_learn(c, cells, ntile, &err), TS_OK);
+    for (int t = 0; t < ntile; t++) {
+        assert_int_equal(ts_tile_content(c, ts_f32(tiles + (size_t)t * n), &share, &err), TS_OK);
+        print_message("tile %d against the pattern: share %.4f\n", t, share);
+        assert_true(t == 4 ? share > 0 : share == 0);
+    }
+    ts_content_check_free(c);
+    free(cells), free(tiles);
 }
 
 static void test_periodic_low_confidence(void **state) {
@@ -464,6 +510,7 @@ int main(void) {
         cmocka_unit_test(test_negative_images),
         cmocka_unit_test(test_blank_low_confidence),
         cmocka_unit_test(test_tile_content),
+        cmocka_unit_test(test_tile_content_pattern),
         cmocka_unit_test(test_periodic_low_confidence),
         cmocka_unit_test(test_pairs),
         cmocka_unit_test(test_samples_dtypes),
