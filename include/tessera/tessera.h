@@ -401,9 +401,8 @@ typedef struct ts_estimate_result {
     int64_t isolated_tiles;       /* no usable pair: placed on the grid */
     int max_components;           /* most connected groups in one well */
     int64_t tile_reads;           /* tile planes decoded (== tiles when the cache held them) */
-    int64_t content_reads;        /* of those, the content check's: the tiles left without a matched
-                                     pair, and the sample of them (up to 15) whose median is the
-                                     camera's pattern (docs/qc.md, stranded tiles) */
+    int64_t content_reads;        /* of those, the content check's: each tile left without a matched
+                                     pair once (docs/qc.md, stranded tiles) */
     size_t peak_cache_bytes;
     int strip_shape[2][2];        /* (h, w) of the right / below pair strips */
     /* The quality check (first rank only; filled also when it fails). */

@@ -210,11 +210,30 @@ static void bin_cells(const ts_content_check *c, ts_samples tile, int row_step, 
     if (nd) *nd = n;
 }
 
-ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_error *err) {
-    float *row = malloc(2 * (size_t)c->w * sizeof *row);
-    if (!row) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", c->h, c->w);
-    bin_cells(c, tile, 0, cells, NULL, NULL, row, row + c->w);
-    free(row);
+ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_content_noise *noise,
+                           ts_error *err) {
+    const int h = c->h, w = c->w, f = c->f;
+    *noise = (ts_content_noise){0, 0};
+    /* The median takes every k-th row: a median of 2^16 values is within
+     * a percent of the whole's, and selecting over the 8 million
+     * differences of a 2048 px tile took most of the check. */
+    const int pixel_rows = (h + f - 1) / f, row_step = f * (int)(((size_t)pixel_rows * (size_t)(2 * w) >> 16) + 1);
+    const size_t ndiff = ((size_t)1 << 16) + 2 * (size_t)w;
+    float *diff = malloc((ndiff + 2 * (size_t)w) * sizeof *diff), *row = diff + ndiff;
+    if (!diff) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", h, w);
+    size_t nd;
+    bin_cells(c, tile, row_step, cells, diff, &nd, row, row + w);
+    double mean = 0;
+    for (size_t i = 0; i < c->ncell; i++) mean += cells[i];
+    mean /= (double)c->ncell;
+    /* A noiseless tile still has its rounding (integer samples: 1/sqrt(12)
+     * of a step) and a float's precision: no less noise than that. The
+     * differences run along rows and columns (banding in either direction
+     * is noise, not content). */
+    const bool integer = tile.dtype != TS_FLOAT32 && tile.dtype != TS_FLOAT64;
+    noise->floor = fmax(integer ? 0.2887 / f : 0, 1e-6 * (fabs(mean) + 1e-3));
+    noise->pixel = fmax(nd ? median_abs(diff, nd) / MAD_DIFF / f : 0, noise->floor); /* binned white noise */
+    free(diff);
     return TS_OK;
 }
 
@@ -236,50 +255,33 @@ ts_status ts_content_learn(ts_content_check *c, const float *cells, int n, ts_er
     return TS_OK;
 }
 
-ts_status ts_tile_content(const ts_content_check *c, ts_samples tile, double *share, ts_error *err) {
+ts_status ts_content_share(const ts_content_check *c, float *cells, ts_content_noise noise, double *share,
+                           ts_error *err) {
     *share = 0;
-    const int h = c->h, w = c->w, f = c->f, ch = c->ch, cw = c->cw;
+    const int ch = c->ch, cw = c->cw;
     const size_t ncell = c->ncell;
-    if (h < 2 || w < 2) return TS_OK;
-    /* The medians take every k-th row (pixels) or cell: a median of 2^16
-     * values is within a percent of the whole's, and selecting over the
-     * 4 million of a 2048 px tile took most of the check. */
-    const int pixel_rows = (h + f - 1) / f, row_step = f * (int)(((size_t)pixel_rows * (size_t)(2 * w) >> 16) + 1);
-    const size_t cell_step = (ncell >> 17) + 1; /* (two differences a cell) */
-    /* cells, two planes of scratch, the differences, two rows; doubles: the
-     * box filter's row sums, the fit's powers */
-    const size_t ndiff = 2 * ncell > ((size_t)1 << 16) + 2 * (size_t)w ? 2 * ncell : ((size_t)1 << 16) + 2 * (size_t)w;
+    if (c->h < 2 || c->w < 2) return TS_OK;
+    const size_t cell_step = (ncell >> 17) + 1; /* (two differences a cell: at most 2^18) */
+    /* two planes of scratch, the differences; doubles: the box filter's
+     * row sums, the fit's powers */
     const size_t ndouble = (size_t)cw > (MAX_DEGREE + 1) * (size_t)(ch + cw) ? (size_t)cw
                                                                              : (MAX_DEGREE + 1) * (size_t)(ch + cw);
-    float *cells = malloc((3 * ncell + ndiff + 2 * (size_t)w) * sizeof *cells);
+    float *tmp = malloc(4 * ncell * sizeof *tmp), *diff = tmp + 2 * ncell;
     double *scratch = malloc(ndouble * sizeof *scratch);
-    if (!cells || !scratch) {
-        free(cells), free(scratch);
-        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", h, w);
+    if (!tmp || !scratch) {
+        free(tmp), free(scratch);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", c->h, c->w);
     }
-    float *tmp = cells + ncell, *diff = tmp + 2 * ncell, *row = diff + ndiff;
-    size_t nd;
-    bin_cells(c, tile, row_step, cells, diff, &nd, row, row + w);
-    double mean = 0;
-    for (size_t i = 0; i < ncell; i++) mean += cells[i];
-    mean /= (double)ncell;
     /* What every tile shows is the camera's (dust, hot pixels, a bad
      * column, the illumination's shape), not the specimen's. */
     if (c->pattern)
         for (size_t i = 0; i < ncell; i++) cells[i] -= c->pattern[i];
-    /* A noiseless tile still has its rounding (integer samples: 1/sqrt(12)
-     * of a step) and a float's precision: no less noise than that. The
-     * differences run along rows and columns (banding in either direction
-     * is noise, not content). */
-    const bool integer = tile.dtype != TS_FLOAT32 && tile.dtype != TS_FLOAT64;
-    const double floor_noise = fmax(integer ? 0.2887 / f : 0, 1e-6 * (fabs(mean) + 1e-3));
-    const double pixel_noise = fmax(median_abs(diff, nd) / MAD_DIFF / f, floor_noise); /* binned white noise */
     size_t n = 0;
     for (size_t i = 0; i < ncell; i += cell_step) {
         if ((i + 1) % (size_t)cw) diff[n++] = cells[i + 1] - cells[i]; /* (not across rows) */
         if (i + (size_t)cw < ncell) diff[n++] = cells[i + cw] - cells[i];
     }
-    const double cell_noise = fmax(n ? median_abs(diff, n) / MAD_DIFF : 0, floor_noise);
+    const double cell_noise = fmax(n ? median_abs(diff, n) / MAD_DIFF : 0, noise.floor);
     /* Illumination is smooth; content and noise are not. */
     const int side = ch < cw ? ch : cw, degree = side >= 16 ? 4 : side >= 6 ? 2 : 0;
     if (!fit_illumination(cells, ch, cw, degree, scratch)) goto done; /* (not with 4 cells or more) */
@@ -294,12 +296,24 @@ ts_status ts_tile_content(const ts_content_check *c, ts_samples tile, double *sh
         n = 0;
         for (size_t i = 0; i < ncell; i += cell_step) diff[n++] = cells[i];
         const double spread = MAD_NORMAL * median_abs(diff, n);
-        if (spread > CONTENT_SPREAD * pixel_noise) {
-            k = cells_over(cells, ncell, CONTENT_SIGMAS * pixel_noise);
+        if (spread > CONTENT_SPREAD * noise.pixel) {
+            k = cells_over(cells, ncell, CONTENT_SIGMAS * noise.pixel);
             *share = k >= CONTENT_MIN_CELLS ? (double)k / (double)ncell : 0;
         }
     }
 done:
-    free(cells), free(scratch);
+    free(tmp), free(scratch);
     return TS_OK;
+}
+
+ts_status ts_tile_content(const ts_content_check *c, ts_samples tile, double *share, ts_error *err) {
+    *share = 0;
+    if (c->h < 2 || c->w < 2) return TS_OK;
+    float *cells = malloc(c->ncell * sizeof *cells);
+    if (!cells) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of a %dx%d tile", c->h, c->w);
+    ts_content_noise noise;
+    ts_status st = ts_content_cells(c, tile, cells, &noise, err);
+    if (st == TS_OK) st = ts_content_share(c, cells, noise, share, err);
+    free(cells);
+    return st;
 }

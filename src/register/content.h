@@ -17,9 +17,17 @@ typedef struct ts_content_check ts_content_check;
 ts_status ts_content_check_create(int h, int w, ts_content_check **out, ts_error *err);
 void ts_content_check_free(ts_content_check *c);
 size_t ts_content_ncells(const ts_content_check *c);
+/* A tile's noise, from its pixels: the median absolute difference of
+ * neighbouring pixels along rows and columns, as binning leaves white
+ * noise of that measure (pixel), and no less than the samples' rounding
+ * (integers: 1/sqrt(12) of a step) or a float's precision (floor). */
+typedef struct ts_content_noise {
+    double pixel, floor;
+} ts_content_noise;
 /* The tile's cells (ts_content_ncells floats): the mean of each cell's
- * pixels, read as ts_samples do (non-finite as 0). */
-ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_error *err);
+ * pixels, read as ts_samples do (non-finite as 0); and its noise. */
+ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_content_noise *noise,
+                           ts_error *err);
 /* The fixed pattern from n tiles' cells (n * ts_content_ncells floats, one
  * tile after another): per cell, their median. What blank tiles all show
  * (dust on the sensor, hot pixels, a bad column, the illumination's shape)
@@ -41,5 +49,9 @@ ts_status ts_content_learn(ts_content_check *c, const float *cells, int n, ts_er
  * The share is of the cells over 6 times the noise that decided. White
  * noise, a constant and a smooth illumination score 0. */
 ts_status ts_tile_content(const ts_content_check *c, ts_samples tile, double *share, ts_error *err);
+/* The same from a tile's cells and noise (ts_content_cells); the cells
+ * are used up. */
+ts_status ts_content_share(const ts_content_check *c, float *cells, ts_content_noise noise, double *share,
+                           ts_error *err);
 
 #endif

@@ -853,41 +853,51 @@ static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error 
 
 /* The tiles no matched pair places, each read again for its content: first
  * (pattern) the cells of a sample of them, then (measure) every one's
- * share of content against their fixed pattern. */
+ * share of content against their fixed pattern, the sample's from the
+ * cells kept (each tile is read once). */
 #define CONTENT_SAMPLE 15 /* tiles the pattern is the median of */
 typedef struct content_job {
     est_ctx *c;
     ts_content_check *check;
     const int64_t *tiles;
-    int64_t n, step; /* tiles[k * step]: the pattern's sample */
-    float *cells;    /* the sample's cells, one tile after another */
-    double *share;   /* by tile id */
+    int64_t n, m, step;      /* tiles[k * step], k < m: the pattern's sample */
+    float *cells;            /* the sample's cells, one tile after another */
+    ts_content_noise *noise; /* ... and noise */
+    double *share;           /* by tile id */
     atomic_llong done;
 } content_job;
 
-static ts_status content_tile(content_job *j, int64_t id, float *cells, double *share, ts_error *err) {
+static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error *err) {
+    (void)worker;
+    content_job *j = user;
+    const int64_t id = j->tiles[k * j->step];
     void *data;
     ts_dtype dtype;
     size_t bytes;
     ts_status st = load_tile(j->c, id, &data, &dtype, &bytes, err);
     if (st != TS_OK) return st;
-    const ts_samples tile = {data, dtype};
-    st = cells ? ts_content_cells(j->check, tile, cells, err) : ts_tile_content(j->check, tile, share, err);
+    st = ts_content_cells(j->check, (ts_samples){data, dtype}, j->cells + (size_t)k * ts_content_ncells(j->check),
+                          &j->noise[k], err);
     release_tile(j->c, id, data);
     return st;
-}
-
-static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error *err) {
-    (void)worker;
-    content_job *j = user;
-    return content_tile(j, j->tiles[k * j->step], j->cells + (size_t)k * ts_content_ncells(j->check), NULL, err);
 }
 
 static ts_status content_measure_one(void *user, int64_t i, int worker, ts_error *err) {
     (void)worker;
     content_job *j = user;
-    const int64_t id = j->tiles[i];
-    ts_status st = content_tile(j, id, NULL, &j->share[id], err);
+    const int64_t id = j->tiles[i], k = i / j->step;
+    ts_status st;
+    if (i % j->step == 0 && k < j->m) { /* in the sample: its cells are kept */
+        st = ts_content_share(j->check, j->cells + (size_t)k * ts_content_ncells(j->check), j->noise[k],
+                              &j->share[id], err);
+    } else {
+        void *data;
+        ts_dtype dtype;
+        size_t bytes;
+        if ((st = load_tile(j->c, id, &data, &dtype, &bytes, err)) != TS_OK) return st;
+        st = ts_tile_content(j->check, (ts_samples){data, dtype}, &j->share[id], err);
+        release_tile(j->c, id, data);
+    }
     const int64_t done = atomic_fetch_add(&j->done, 1) + 1;
     if (st == TS_OK && j->c->opt->progress) {
         pthread_mutex_lock(&j->c->mu);
@@ -918,25 +928,24 @@ static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, d
         if (!paired[t]) tiles[job.n++] = t;
     if (!job.n) goto done;
     if ((st = ts_content_check_create((int)c->h, (int)c->w, &job.check, err)) != TS_OK) goto done;
-    /* The pattern: the sample spread over the list (wells, rows). */
-    const int64_t m = job.n < CONTENT_SAMPLE ? job.n : CONTENT_SAMPLE;
-    job.step = job.n / m;
-    if (m >= 3) {
-        job.cells = malloc((size_t)m * ts_content_ncells(job.check) * sizeof *job.cells);
-        if (!job.cells) {
-            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check's pattern of %lld tiles", (long long)m);
-            goto done;
-        }
-        if ((st = ts_pool_run(c->pool, m, content_pattern_one, &job, err)) != TS_OK) goto done;
-        *reads += m;
-        if ((st = ts_content_learn(job.check, job.cells, (int)m, err)) != TS_OK) goto done;
+    /* The pattern: the sample spread over the list (wells, rows); with
+     * fewer than 3 tiles none (ts_content_learn). */
+    job.m = job.n < CONTENT_SAMPLE ? job.n : CONTENT_SAMPLE;
+    job.step = job.n / job.m;
+    job.cells = malloc((size_t)job.m * ts_content_ncells(job.check) * sizeof *job.cells);
+    job.noise = malloc((size_t)job.m * sizeof *job.noise);
+    if (!job.cells || !job.noise) {
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)job.m);
+        goto done;
     }
+    if ((st = ts_pool_run(c->pool, job.m, content_pattern_one, &job, err)) != TS_OK) goto done;
+    if ((st = ts_content_learn(job.check, job.cells, (int)job.m, err)) != TS_OK) goto done;
     job.share = *share;
     st = ts_pool_run(c->pool, job.n, content_measure_one, &job, err);
     *reads += job.n;
 done:
     ts_content_check_free(job.check);
-    free(job.cells), free(paired), free(tiles);
+    free(job.cells), free(job.noise), free(paired), free(tiles);
     if (st != TS_OK) free(*share), *share = NULL;
     return st;
 }

@@ -313,13 +313,19 @@ static void test_tile_content_pattern(void **state) {
     assert_true(share > 0); /* the camera's pattern alone: "content" */
     const size_t nc = ts_content_ncells(c);
     float *cells = malloc((size_t)ntile * nc * sizeof *cells);
+    ts_content_noise noise[9];
     for (int t = 0; t < ntile; t++)
-        assert_int_equal(ts_content_cells(c, ts_f32(tiles + (size_t)t * n), cells + (size_t)t * nc, &err), TS_OK);
+        assert_int_equal(ts_content_cells(c, ts_f32(tiles + (size_t)t * n), cells + (size_t)t * nc, &noise[t], &err),
+                         TS_OK);
     assert_int_equal(ts_content_learn(c, cells, ntile, &err), TS_OK);
     for (int t = 0; t < ntile; t++) {
+        /* read again, or from the cells kept: the same */
+        double kept;
         assert_int_equal(ts_tile_content(c, ts_f32(tiles + (size_t)t * n), &share, &err), TS_OK);
+        assert_int_equal(ts_content_share(c, cells + (size_t)t * nc, noise[t], &kept, &err), TS_OK);
         print_message("tile %d against the pattern: share %.4f\n", t, share);
         assert_true(t == 4 ? share > 0 : share == 0);
+        assert_true(kept == share);
     }
     ts_content_check_free(c);
     free(cells), free(tiles);
