@@ -60,28 +60,28 @@ static size_t cells_over(const float *c, size_t n, double limit) {
  * than terms). rowpow: (degree + 1) * (ch + cw) doubles of scratch. */
 #define MAX_DEGREE 4
 #define MAX_TERMS 15
+/* Along one axis of n cells at coordinates k * scale - 1: the sums of the
+ * powers 0..2 degree (sums) and the powers 0..degree of each (pw[i * n + k]). */
+static void axis_powers(int n, double scale, int degree, double *sums, double *pw) {
+    for (int i = 0; i <= 2 * degree; i++) sums[i] = 0;
+    for (int k = 0; k < n; k++) {
+        const double v = k * scale - 1;
+        double p = 1;
+        for (int i = 0; i <= 2 * degree; i++, p *= v) {
+            sums[i] += p;
+            if (i <= degree) pw[(size_t)i * n + k] = p;
+        }
+    }
+}
+
 static bool fit_illumination(float *cells, int ch, int cw, int degree, double *pow_scratch) {
     const int np = degree + 1;
     double *py = pow_scratch, *px = py + (size_t)np * (size_t)ch; /* py[i * ch + y] = y^i */
     /* coordinates in [-1, 1]: the equations stay well conditioned */
     const double sy = ch > 1 ? 2.0 / (ch - 1) : 0, sx = cw > 1 ? 2.0 / (cw - 1) : 0;
-    double my[2 * MAX_DEGREE + 1] = {0}, mx[2 * MAX_DEGREE + 1] = {0}; /* sums of powers */
-    for (int y = 0; y < ch; y++) {
-        const double v = y * sy - 1;
-        double p = 1;
-        for (int i = 0; i <= 2 * degree; i++, p *= v) {
-            my[i] += p;
-            if (i < np) py[(size_t)i * ch + y] = p;
-        }
-    }
-    for (int x = 0; x < cw; x++) {
-        const double v = x * sx - 1;
-        double p = 1;
-        for (int j = 0; j <= 2 * degree; j++, p *= v) {
-            mx[j] += p;
-            if (j < np) px[(size_t)j * cw + x] = p;
-        }
-    }
+    double my[2 * MAX_DEGREE + 1], mx[2 * MAX_DEGREE + 1]; /* sums of powers */
+    axis_powers(ch, sy, degree, my, py);
+    axis_powers(cw, sx, degree, mx, px);
     /* the terms (i, j), i + j <= degree, and the right side: for each row,
      * the cells' sums against x^j, then against y^i */
     int ti[MAX_TERMS], tj[MAX_TERMS], nt = 0;
