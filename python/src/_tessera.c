@@ -402,7 +402,8 @@ static PyObject *estimate_dict(const ts_estimate_result *r) {
     const struct { const char *key; int64_t v; } more[] = {{"reregistered_pairs", r->reregistered_pairs},
                                                           {"rematched_pairs", r->rematched_pairs},
                                                           {"loop_downweighted_pairs", r->loop_downweighted_pairs},
-                                                          {"stage_downweighted_pairs", r->stage_downweighted_pairs}};
+                                                          {"stage_downweighted_pairs", r->stage_downweighted_pairs},
+                                                          {"content_reads", r->content_reads}};
     for (size_t k = 0; d && k < sizeof more / sizeof *more; k++) {
         PyObject *v = PyLong_FromLongLong((long long)more[k].v);
         if (!v || PyDict_SetItemString(d, more[k].key, v)) Py_CLEAR(d);
