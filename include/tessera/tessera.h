@@ -400,7 +400,8 @@ typedef struct ts_estimate_result {
     int64_t outlier_pairs;        /* flagged by the solve */
     int64_t isolated_tiles;       /* no usable pair: placed on the grid */
     int max_components;           /* most connected groups in one well */
-    int64_t tile_reads;           /* tile planes decoded (== tiles when the cache held them) */
+    int64_t tile_reads;           /* tile planes decoded (tiles + content_reads when the cache held
+                                     them) */
     int64_t content_reads;        /* of those, the content check's: each tile left without a matched
                                      pair once (docs/qc.md, stranded tiles) */
     size_t peak_cache_bytes;

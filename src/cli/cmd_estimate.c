@@ -166,8 +166,11 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
         json_object_set_new(o, "first_stranded_tile", w->stranded ? cli_json_path(w->first_stranded) : json_null());
         /* the first one's evidence: its refused corner, or its own content */
         const bool corner = w->stranded && !(w->stranded_content > 0);
+        /* (three significant digits: one cell of a 2048 px tile is 4e-6) */
         json_object_set_new(o, "first_stranded_content",
-                            w->stranded && !corner ? number(w->stranded_content, 4) : json_null());
+                            w->stranded && !corner
+                                ? number(w->stranded_content, 2 - (int)floor(log10(w->stranded_content)))
+                                : json_null());
         json_object_set_new(o, "first_stranded_ncc", corner ? number(w->stranded_ncc, 3) : json_null());
         json_object_set_new(o, "first_stranded_rival_ncc",
                             corner && w->stranded_rival > -1 ? number(w->stranded_rival, 3) : json_null());
@@ -250,7 +253,7 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
                     (long long)w->stranded, w->stranded == 1 ? "" : "s", w->stranded == 1 ? "its" : "their",
                     w->stranded == 1 ? "" : "s", w->first_stranded, w->stranded > 1 ? ", ..." : "");
             if (w->stranded_content > 0)
-                fprintf(stderr, "%.1f%% of it stands out of its noise, nothing in its overlaps matched)",
+                fprintf(stderr, "%.3g%% of it stands out of its noise, and no pair places it)",
                         100 * w->stranded_content);
             else if (w->stranded_unfitted)
                 fprintf(stderr, "its diagonal corner matched at NCC %.2f but was refused: no sub-pixel fit)",

@@ -6,6 +6,8 @@
 #ifndef TS_REGISTER_CONTENT_H
 #define TS_REGISTER_CONTENT_H
 
+#include <stdbool.h>
+
 #include "register/register.h"
 
 /* The check for h x w tiles: how they are binned into cells (4 x 4 px
@@ -29,10 +31,11 @@ typedef struct ts_content_noise {
 ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_content_noise *noise,
                            ts_error *err);
 /* The fixed pattern from n tiles' cells (n * ts_content_ncells floats, one
- * tile after another): per cell, their median. What blank tiles all show
- * (dust on the sensor, hot pixels, a bad column, the illumination's shape)
- * is then not content; a tile with content among them does not move the
- * median. Fewer than 3 tiles: no pattern. */
+ * tile after another): per cell, their median, and for each of them the
+ * median of the others. What blank tiles all show (dust on the sensor,
+ * hot pixels, a bad column, the illumination's shape) is then not
+ * content; a tile with content among them does not move the median.
+ * Fewer than 4 tiles (3 others for each): no pattern. */
 ts_status ts_content_learn(ts_content_check *c, const float *cells, int n, ts_error *err);
 
 /* The share of the tile's area (0..1) that stands out of its noise, 0 when
@@ -50,8 +53,9 @@ ts_status ts_content_learn(ts_content_check *c, const float *cells, int n, ts_er
  * noise, a constant and a smooth illumination score 0. */
 ts_status ts_tile_content(const ts_content_check *c, ts_samples tile, double *share, ts_error *err);
 /* The same from a tile's cells and noise (ts_content_cells); the cells
- * are used up. */
-ts_status ts_content_share(const ts_content_check *c, float *cells, ts_content_noise noise, double *share,
-                           ts_error *err);
+ * are used up. in_sample: the tile is one of those the pattern was
+ * learned from (it is then taken against the others' median). */
+ts_status ts_content_share(const ts_content_check *c, float *cells, ts_content_noise noise, bool in_sample,
+                           double *share, ts_error *err);
 
 #endif

@@ -82,7 +82,8 @@ typedef struct est_ctx {
     size_t arena_bytes, arena_tile;
     int64_t *arena_free, arena_nfree, arena_nslots;
     pthread_mutex_t arena_mu;
-    int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
+    int64_t stage_tile_reads; /* decoded again by the stage pass's own cache, and by the
+                                 quality check's content test */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
     pthread_mutex_t mu;   /* error and progress */
@@ -860,7 +861,7 @@ typedef struct content_job {
     est_ctx *c;
     ts_content_check *check;
     const int64_t *tiles;
-    int64_t n, m, step;      /* tiles[k * step], k < m: the pattern's sample */
+    int64_t n, m;            /* tiles[0, m): the pattern's sample */
     float *cells;            /* the sample's cells, one tile after another */
     ts_content_noise *noise; /* ... and noise */
     double *share;           /* by tile id */
@@ -870,7 +871,7 @@ typedef struct content_job {
 static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error *err) {
     (void)worker;
     content_job *j = user;
-    const int64_t id = j->tiles[k * j->step];
+    const int64_t id = j->tiles[k];
     void *data;
     ts_dtype dtype;
     size_t bytes;
@@ -885,10 +886,10 @@ static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error
 static ts_status content_measure_one(void *user, int64_t i, int worker, ts_error *err) {
     (void)worker;
     content_job *j = user;
-    const int64_t id = j->tiles[i], k = i / j->step;
+    const int64_t id = j->tiles[i];
     ts_status st;
-    if (i % j->step == 0 && k < j->m) { /* in the sample: its cells are kept */
-        st = ts_content_share(j->check, j->cells + (size_t)k * ts_content_ncells(j->check), j->noise[k],
+    if (i < j->m) { /* in the sample: its cells are kept */
+        st = ts_content_share(j->check, j->cells + (size_t)i * ts_content_ncells(j->check), j->noise[i], true,
                               &j->share[id], err);
     } else {
         void *data;
@@ -928,10 +929,15 @@ static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, d
         if (!paired[t]) tiles[job.n++] = t;
     if (!job.n) goto done;
     if ((st = ts_content_check_create((int)c->h, (int)c->w, &job.check, err)) != TS_OK) goto done;
-    /* The pattern: the sample spread over the list (wells, rows); with
-     * fewer than 3 tiles none (ts_content_learn). */
+    /* The pattern: a sample spread over the list (wells, rows), moved to
+     * its front (the k-th from k * n / m, which grows faster than k and
+     * is past every earlier pick); with fewer than 4 tiles none
+     * (ts_content_learn). */
     job.m = job.n < CONTENT_SAMPLE ? job.n : CONTENT_SAMPLE;
-    job.step = job.n / job.m;
+    for (int64_t k = 0; k < job.m; k++) {
+        const int64_t p = k * job.n / job.m, t = tiles[k];
+        tiles[k] = tiles[p], tiles[p] = t;
+    }
     job.cells = malloc((size_t)job.m * ts_content_ncells(job.check) * sizeof *job.cells);
     job.noise = malloc((size_t)job.m * sizeof *job.noise);
     if (!job.cells || !job.noise) {
