@@ -82,8 +82,10 @@ typedef struct est_ctx {
     size_t arena_bytes, arena_tile;
     int64_t *arena_free, arena_nfree, arena_nslots;
     pthread_mutex_t arena_mu;
-    int64_t stage_tile_reads; /* decoded again by the stage pass's own cache, and by the
-                                 quality check's content test */
+    int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
+    int64_t content_reads;    /* decoded for the content test (content_pass) */
+    double *content;          /* first rank: by tile id, the content of the tiles without a
+                                 matched pair (content_pass; NULL: none without one) */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
     pthread_mutex_t mu;   /* error and progress */
@@ -853,18 +855,19 @@ static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error 
 }
 
 /* The tiles no matched pair places, each read again for its content: first
- * (pattern) the cells of a sample of them, then (measure) every one's
- * share of content against their fixed pattern, the sample's from the
- * cells kept (each tile is read once). */
+ * (pattern) the cells of a sample of them, then (measure) this rank's
+ * share of them against their fixed pattern, the sample's from the cells
+ * kept (in one process each tile is read once). */
 #define CONTENT_SAMPLE 15 /* tiles the pattern is the median of */
 typedef struct content_job {
     est_ctx *c;
     ts_content_check *check;
     const int64_t *tiles;
     int64_t n, m;            /* tiles[0, m): the pattern's sample */
+    int64_t lo, hi;          /* this rank's share of tiles[0, n) */
     float *cells;            /* the sample's cells, one tile after another */
     ts_content_noise *noise; /* ... and noise */
-    double *share;           /* by tile id */
+    double *share;           /* tiles[lo + i]'s at share[i] */
     atomic_llong done;
 } content_job;
 
@@ -883,61 +886,54 @@ static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error
     return st;
 }
 
-static ts_status content_measure_one(void *user, int64_t i, int worker, ts_error *err) {
+static ts_status content_measure_one(void *user, int64_t k, int worker, ts_error *err) {
     (void)worker;
     content_job *j = user;
-    const int64_t id = j->tiles[i];
+    const int64_t i = j->lo + k, id = j->tiles[i];
     ts_status st;
     if (i < j->m) { /* in the sample: its cells are kept */
         st = ts_content_share(j->check, j->cells + (size_t)i * ts_content_ncells(j->check), j->noise[i], true,
-                              &j->share[id], err);
+                              &j->share[k], err);
     } else {
         void *data;
         ts_dtype dtype;
         size_t bytes;
         if ((st = load_tile(j->c, id, &data, &dtype, &bytes, err)) != TS_OK) return st;
-        st = ts_tile_content(j->check, (ts_samples){data, dtype}, &j->share[id], err);
+        st = ts_tile_content(j->check, (ts_samples){data, dtype}, &j->share[k], err);
         release_tile(j->c, id, data);
     }
     const int64_t done = atomic_fetch_add(&j->done, 1) + 1;
     if (st == TS_OK && j->c->opt->progress) {
         pthread_mutex_lock(&j->c->mu);
-        j->c->opt->progress(j->c->opt->progress_user, "content", done, j->n);
+        j->c->opt->progress(j->c->opt->progress_user, "content", done, j->hi - j->lo);
         pthread_mutex_unlock(&j->c->mu);
     }
     return st;
 }
 
-/* *share (malloc'd, by tile id): the share of content (content.h) of each
- * tile without a matched pair among q, 0 for the others. Such a tile lands
- * on its stage position; the quality check names those with content. */
-static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, double **share, int64_t *reads,
-                                  ts_error *err) {
-    bool *paired = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *paired);
-    int64_t *tiles = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *tiles);
-    *share = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof **share);
-    content_job job = {.c = c, .tiles = tiles};
-    ts_status st = TS_OK;
-    if (!paired || !tiles || !*share) {
-        st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
-        goto done;
-    }
-    for (int64_t i = 0; i < nq; i++)
-        if (q[i].matched)
-            paired[c->tile_base[q[i].well] + q[i].a] = paired[c->tile_base[q[i].well] + q[i].b] = true;
-    for (int64_t t = 0; t < c->ntiles; t++)
-        if (!paired[t]) tiles[job.n++] = t;
-    if (!job.n) goto done;
-    if ((st = ts_content_check_create((int)c->h, (int)c->w, &job.check, err)) != TS_OK) goto done;
+/* This rank's part of the test of tiles[0, n) (the same list on every
+ * rank): the sample's cells (every rank reads the sample: the pattern is
+ * every rank's), the pattern, and its share of the shares into *mine
+ * (malloc'd). */
+static ts_status content_share_of_rank(est_ctx *c, int64_t *tiles, int64_t n, double **mine, int64_t *nmine,
+                                       ts_error *err) {
+    content_job job = {.c = c, .tiles = tiles, .n = n};
+    ts_dist_share(n, ts_dist_rank(c->opt->dist), ts_dist_size(c->opt->dist), &job.lo, &job.hi);
+    *nmine = job.hi - job.lo;
+    *mine = malloc((size_t)(*nmine ? *nmine : 1) * sizeof **mine);
+    ts_status st = *mine ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
+    if (st == TS_OK) st = ts_content_check_create((int)c->h, (int)c->w, &job.check, err);
+    if (st != TS_OK || !n) goto done;
     /* The pattern: a sample spread over the list (wells, rows), moved to
      * its front (the k-th from k * n / m, which grows faster than k and
      * is past every earlier pick); with fewer than 4 tiles none
      * (ts_content_learn). */
-    job.m = job.n < CONTENT_SAMPLE ? job.n : CONTENT_SAMPLE;
+    job.m = n < CONTENT_SAMPLE ? n : CONTENT_SAMPLE;
     for (int64_t k = 0; k < job.m; k++) {
-        const int64_t p = k * job.n / job.m, t = tiles[k];
+        const int64_t p = k * n / job.m, t = tiles[k];
         tiles[k] = tiles[p], tiles[p] = t;
     }
+    /* (a rank without a share of the sample still needs its pattern) */
     job.cells = malloc((size_t)job.m * ts_content_ncells(job.check) * sizeof *job.cells);
     job.noise = malloc((size_t)job.m * sizeof *job.noise);
     if (!job.cells || !job.noise) {
@@ -946,13 +942,67 @@ static ts_status unplaced_content(est_ctx *c, const ts_qc_pair *q, int64_t nq, d
     }
     if ((st = ts_pool_run(c->pool, job.m, content_pattern_one, &job, err)) != TS_OK) goto done;
     if ((st = ts_content_learn(job.check, job.cells, (int)job.m, err)) != TS_OK) goto done;
-    job.share = *share;
-    st = ts_pool_run(c->pool, job.n, content_measure_one, &job, err);
-    *reads += job.n;
+    job.share = *mine;
+    st = ts_pool_run(c->pool, *nmine, content_measure_one, &job, err);
+    /* reads: the sample, and the share less its part of the sample */
+    c->content_reads += job.m + *nmine - (job.lo < job.m ? (job.hi < job.m ? job.hi : job.m) - job.lo : 0);
 done:
     ts_content_check_free(job.check);
-    free(job.cells), free(job.noise), free(paired), free(tiles);
-    if (st != TS_OK) free(*share), *share = NULL;
+    free(job.cells), free(job.noise);
+    return st;
+}
+
+/* The content (content.h) of the tiles without a matched pair, the first
+ * rank's c->content (by tile id, 0 for the others): the rank that has the
+ * bridges says which tiles those are, every rank tests a share of them
+ * (on a large plate with many blank tiles one rank alone was a serial
+ * step), the first rank gathers the shares. Such a tile lands on its
+ * stage position; the quality check names those with content. Every rank
+ * reaches every collective. */
+static ts_status content_pass(est_ctx *c, ts_error *err) {
+    const ts_dist *d = c->opt->dist;
+    const int rank = ts_dist_rank(d);
+    int64_t n = 0, nmine = 0;
+    int64_t *tiles = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *tiles);
+    double *mine = NULL;
+    void *all = NULL;
+    ts_status st = tiles ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
+    if (st == TS_OK && rank == 0) {
+        bool *paired = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *paired);
+        if (!paired) {
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
+        } else {
+            for (int64_t i = 0; i < c->nedges; i++)
+                if (c->edges[i].res.matched)
+                    paired[c->tile_base[c->edges[i].well] + c->edges[i].a] =
+                        paired[c->tile_base[c->edges[i].well] + c->edges[i].b] = true;
+            for (int64_t i = 0; i < c->nbridges; i++)
+                if (c->bridges[i].res.matched)
+                    paired[c->tile_base[c->bridges[i].well] + c->bridges[i].a] =
+                        paired[c->tile_base[c->bridges[i].well] + c->bridges[i].b] = true;
+            for (int64_t t = 0; t < c->ntiles; t++)
+                if (!paired[t]) tiles[n++] = t;
+            free(paired);
+        }
+    }
+    st = ts_dist_agree(d, st, err);
+    if (st == TS_OK) st = ts_dist_bcast(d, &n, sizeof n, 0, err);
+    st = ts_dist_agree(d, st, err);
+    if (st == TS_OK && n) st = ts_dist_bcast(d, tiles, (size_t)n * sizeof *tiles, 0, err);
+    st = ts_dist_agree(d, st, err);
+    if (st == TS_OK) st = content_share_of_rank(c, tiles, n, &mine, &nmine, err);
+    st = ts_dist_agree(d, st, err);
+    if (st == TS_OK) st = ts_dist_allgatherv(d, mine, (size_t)nmine * sizeof *mine, &all, NULL, err);
+    st = ts_dist_agree(d, st, err);
+    if (st == TS_OK && rank == 0 && n) {
+        if (!(c->content = calloc((size_t)c->ntiles, sizeof *c->content))) {
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
+        } else {
+            const double *share = all; /* in rank order: the list's order */
+            for (int64_t i = 0; i < n; i++) c->content[tiles[i]] = share[i];
+        }
+    }
+    free(tiles), free(mine), free(all);
     return st;
 }
 
@@ -962,13 +1012,9 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
     const int64_t nq = c->nedges + c->nbridges;
     ts_qc_pair *q = qc_pairs(c, s);
     if (!q) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the quality check");
-    double *content = NULL;
-    ts_status st = unplaced_content(c, q, nq, &content, &result->content_reads, err);
-    c->stage_tile_reads += result->content_reads; /* (tile_reads counts them) */
-    if (st == TS_OK)
-        st = ts_estimate_qc(q, nq, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x, opt->overlap_y,
-                            content, result, err);
-    free(q), free(content);
+    ts_status st = ts_estimate_qc(q, nq, c->plate, c->tile_base, (int)c->h, (int)c->w, opt->overlap_x,
+                                  opt->overlap_y, c->content, result, err);
+    free(q);
     if (st != TS_OK) return st;
     /* Most pairs of a direction unmatched: nothing contradicts the nominal
      * overlap, but nothing confirms it either (strips cut where the tiles do
@@ -1146,9 +1192,9 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
  * the cache peak the largest over the ranks. */
 static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
-    int64_t v[2] = {cs.loads + c->stage_tile_reads, (int64_t)cs.peak_bytes};
-    const ts_dist_op op[2] = {TS_DIST_SUM, TS_DIST_MAX};
-    ts_status st = ts_dist_reduce(c->opt->dist, v, op, 2, err);
+    int64_t v[3] = {cs.loads + c->stage_tile_reads + c->content_reads, (int64_t)cs.peak_bytes, c->content_reads};
+    const ts_dist_op op[3] = {TS_DIST_SUM, TS_DIST_MAX, TS_DIST_SUM};
+    ts_status st = ts_dist_reduce(c->opt->dist, v, op, 3, err);
     /* The per-well check stays where it was made (rank 0's pointer means
      * nothing elsewhere). */
     ts_estimate_well_qc *own = result->well_qc;
@@ -1158,6 +1204,7 @@ static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *
     result->nwell_qc = nown;
     result->tile_reads = v[0];
     result->peak_cache_bytes = (size_t)v[1];
+    result->content_reads = v[2];
     return st;
 }
 
@@ -1205,6 +1252,9 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     /* Every rank or none (the pass's collectives) */
     if (st == TS_OK) st = stage_model_pass(&c, result, err);
     st = ts_dist_agree(dist, st, err);
+    /* (every rank: its collectives) */
+    if (st == TS_OK) st = content_pass(&c, err);
+    st = ts_dist_agree(dist, st, err);
     if (st == TS_OK && ts_dist_rank(dist) == 0) st = solve_and_write(&c, s, result, err);
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = share_result(&c, result, err);
@@ -1216,6 +1266,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     free(c.arena_free);
     free(c.edges);
     free(c.bridges);
+    free(c.content);
     free(c.cell);
     free(c.kept);
     free(c.tile_base);
