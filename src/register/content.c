@@ -195,8 +195,8 @@ size_t ts_content_ncells(const ts_content_check *c) { return c->ncell; }
 
 /* The tile's cells (the mean of f x f pixels, before any pattern) and, on
  * every row_step-th row, the differences of neighbouring pixels along the
- * row and to the next row (*nd of them into diff; row_step 0: none). row,
- * next: w floats each. */
+ * row and to the next row (*nd of them into diff). row, next: w floats
+ * each. */
 static void bin_cells(const ts_content_check *c, ts_samples tile, int row_step, float *cells, float *diff,
                       size_t *nd, float *row, float *next) {
     const int f = c->f, w = c->w, cw = c->cw;
@@ -211,7 +211,7 @@ static void bin_cells(const ts_content_check *c, ts_samples tile, int row_step, 
             read_row(tile, w, y, row);
         }
         have_next = false;
-        if (row_step && y % row_step == 0) {
+        if (y % row_step == 0) {
             for (int x = 0; x + 1 < w; x++) diff[n++] = row[x + 1] - row[x];
             if (y + 1 < c->h) {
                 read_row(tile, w, y + 1, next);
@@ -229,7 +229,7 @@ static void bin_cells(const ts_content_check *c, ts_samples tile, int row_step, 
     }
     const float inv = 1.0f / (float)(f * f);
     for (size_t i = 0; i < c->ncell; i++) cells[i] *= inv;
-    if (nd) *nd = n;
+    *nd = n;
 }
 
 ts_status ts_content_cells(const ts_content_check *c, ts_samples tile, float *cells, ts_content_noise *noise,
