@@ -11,6 +11,8 @@ wrong pair is easy to take; the figures say how far that carries:
   after the plate's median offset is removed: mean, plates over 8 px and
   over 20 px), written pairs more than 3 px off the truth (wrong) and
   within it (right), refused pairs and the plates whose verdict is not ok;
+  the tiles in no pair of the file, how many of them have content, and how
+  many the run named stranded (docs/qc.md: they should be those);
 - the same for the baseline, in the same run on the same plates: --base (a
   second binary), else this binary with --no-stage-model (the first pass
   alone); and the plates that got better or worse by more than 1 px.
@@ -27,7 +29,8 @@ the two runs, and each wrong written pair with its confidence.
 instead (cell24, cell16_blank, ihc16_blank, hubble5pct, sem_rot; --seeds
 101-160 there): per recipe the worst tile with content per plate (float,
 mean and max), the plates over 0.3 px and with a tile over 1 px (rounded),
-and with --base the plates whose worst tile or written pairs differ.
+the tiles in no pair, with content and named stranded as above, and with
+--base the plates whose worst tile or written pairs differ.
 """
 import argparse
 import concurrent.futures as cf
@@ -95,9 +98,19 @@ def measure(run, tmp, tag, plate, ov, t, content):
             wrong.append((a.split("/")[-1], b.split("/")[-1], round(e, 1), round(float(c), 2)))
         else:
             right += 1
+    alone, with_content = tiles_alone(s, content)
     return {"worst": worst, "worst_tile": worst_tile,
             "wrong": wrong, "right": right, "refused": j.get("refused_pairs", 0),
-            "verdict": j["well_qc"][0].get("verdict")}
+            "verdict": j["well_qc"][0].get("verdict"), "alone": alone, "alone_content": with_content,
+            "stranded": j["well_qc"][0].get("stranded_tiles", 0)}
+
+
+def tiles_alone(s, content):
+    """Of the shifts file s: the tiles in no pair (they land on their stage
+    positions), and how many of them have content (names in content)."""
+    paired = {t for pairs in s["pairs"].values() for a, b, *_ in pairs for t in (a, b)}
+    alone = [n for n in s["positions"] if n not in paired]
+    return len(alone), sum(n in content for n in alone)
 
 
 def one(layout, seed, bins):
@@ -112,7 +125,10 @@ def block(results, tag):
     return (f"{tag}: {len(ok)} plates ({len(results) - len(ok)} failed): worst tile with content mean {w.mean():.2f} px, "
             f"> 8 px {int((w > 8).sum())}, > 20 px {int((w > 20).sum())}; written pairs wrong (> 3 px) "
             f"{sum(len(r['wrong']) for r in ok)}, right {sum(r['right'] for r in ok)}; refused "
-            f"{sum(r['refused'] for r in ok)}; verdict not ok {sum(r['verdict'] != 'ok' for r in ok)}")
+            f"{sum(r['refused'] for r in ok)}; verdict not ok {sum(r['verdict'] != 'ok' for r in ok)}; "
+            f"tiles in no pair {sum(r['alone'] for r in ok)}, with content {sum(r['alone_content'] for r in ok)}, "
+            f"named stranded {sum(r['stranded'] for r in ok)} (plates where the two differ: "
+            f"{sum(r['alone_content'] != r['stranded'] for r in ok)})")
 
 
 def real(args, bins):
@@ -128,7 +144,9 @@ def real(args, bins):
             ok = [r for r, e in res[tag] if r]
             w = np.array([r["max"] for r in ok])
             print(f"{recipe} {tag}: {len(ok)} plates, worst tile mean {w.mean():.3f} max {w.max():.3f} px, "
-                  f"over 0.3 px {int((w > 0.3).sum())}, a tile over 1 px {sum(r['over1'] > 0 for r in ok)}")
+                  f"over 0.3 px {int((w > 0.3).sum())}, a tile over 1 px {sum(r['over1'] > 0 for r in ok)}; "
+                  f"tiles in no pair {sum(r['alone'] for r in ok)}, with content "
+                  f"{sum(r['alone_content'] for r in ok)}, named stranded {sum(r['stranded'][0] or 0 for r in ok)}")
         for s, (a, _), (b, _) in zip(seeds, res["new"], res["base"]):
             if a and b and (abs(a["max"] - b["max"]) > 1e-6 or a["pairs"] != b["pairs"]):
                 print(f"  seed {s}: {b['max']:.3f} -> {a['max']:.3f} px"

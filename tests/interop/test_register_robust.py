@@ -260,7 +260,10 @@ def evaluate(p, out_yaml, summary):
     pairs = {(a.split("/")[-1], b.split("/")[-1]): (dy, dx) for a, b, dy, dx, *_ in s["pairs"][well]}
     blank_pairs = [(a, b) for a, b, *_ in s["pairs"][well]
                    if a.split("/")[-1] in p["blank"] or b.split("/")[-1] in p["blank"]]
+    paired = {t for a, b, *_ in s["pairs"][well] for t in (a, b)}
+    alone = [n for n in sorted(p["origins"]) if f"{well}/{n}" not in paired]
     return {"max": float(err.max()), "median": float(np.median(err)), "over1": int((errr > 1).sum()),
+            "alone": len(alone), "alone_content": sum(n not in p["blank"] for n in alone),
             "over03": int((err > 0.3).sum()), "tiles": len(content), "blank_matched": len(blank_pairs),
             "unmatched": summary.get("unmatched_pairs"), "reregistered": summary.get("reregistered_pairs", "-"),
             "unfitted": summary.get("unfitted_pairs"), "named_untrusted": named, "pairs": pairs, "bridged": bridged,
