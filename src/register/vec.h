@@ -38,12 +38,6 @@ static inline ts_v4f ts_v4f_splat(float x) { return (ts_v4f){x, x, x, x}; }
 typedef double ts_v2d __attribute__((vector_size(2 * sizeof(double))));
 typedef float ts_v2f __attribute__((vector_size(2 * sizeof(float))));
 
-static inline ts_v2d ts_v2d_load(const double *p) {
-    ts_v2d v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static inline void ts_v2d_store(double *p, ts_v2d v) { memcpy(p, &v, sizeof v); }
 
 /* Two floats loaded (unaligned) and widened to double, exactly. */
