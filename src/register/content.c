@@ -45,9 +45,7 @@ static int cell_side(int h, int w) {
 
 /* One row of samples as float, non-finite ones as 0. */
 static void read_row(ts_samples tile, int w, int y, float *row) {
-    ts_samples_to_float(ts_samples_at(tile, (size_t)y * (size_t)w).p, tile.dtype, (size_t)w, row);
-    for (int x = 0; x < w; x++)
-        if (!isfinite(row[x])) row[x] = 0.0f;
+    ts_copy_rows(row, ts_samples_at(tile, (size_t)y * (size_t)w), (size_t)w, 1, w);
 }
 
 /* The median of the |v[i]| (n > 0), reordering v. */

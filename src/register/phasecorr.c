@@ -213,7 +213,7 @@ static void copy_rows_f32(float *dst, const float *src, size_t stride, int h, in
  * of it (what a float copy of the whole tile held before), a non-finite
  * one as 0. Integer samples convert to finite floats; float64 ones go
  * through float first, as the whole-tile copy did. */
-static void copy_strip(float *dst, ts_samples src, size_t stride, int h, int w) {
+void ts_copy_rows(float *dst, ts_samples src, size_t stride, int h, int w) {
     if (src.dtype == TS_FLOAT32) {
         copy_rows_f32(dst, src.p, stride, h, w);
         return;
@@ -228,7 +228,7 @@ static void copy_strip(float *dst, ts_samples src, size_t stride, int h, int w) 
     }
 }
 
-/* The smallest and largest of v (n >= 1 values, all finite: copy_strip
+/* The smallest and largest of v (n >= 1 values, all finite: ts_copy_rows
  * reads non-finite samples as 0); exact, in any order. */
 static void strip_range(const float *v, size_t n, float *lo, float *hi) {
     typedef int32_t v4i __attribute__((vector_size(16)));
@@ -797,8 +797,8 @@ ts_status ts_registrar_prepare(ts_registrar *r, ts_samples a, size_t a_stride, t
     int h = r->h, w = r->w;
     size_t n = (size_t)h * (size_t)w;
     *ha = *hb = NULL;
-    copy_strip(r->fa, a, a_stride, h, w);
-    copy_strip(r->fb, b, b_stride, h, w);
+    ts_copy_rows(r->fa, a, a_stride, h, w);
+    ts_copy_rows(r->fb, b, b_stride, h, w);
     float lo_a, hi_a, lo_b, hi_b;
     strip_range(r->fa, n, &lo_a, &hi_a);
     strip_range(r->fb, n, &lo_b, &hi_b);

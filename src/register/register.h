@@ -190,5 +190,8 @@ ts_status ts_clahe(float *img, int h, int w, int tiles, double clip, ts_error *e
 /* n samples of type dt as float (what registration reads a plane as); an
  * unsupported type reads as zeros. */
 void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst);
+/* h rows of w samples of src (stride samples apart) into dst as float, a
+ * non-finite value as 0: how a strip, or a tile's row, is read. */
+void ts_copy_rows(float *dst, ts_samples src, size_t stride, int h, int w);
 
 #endif
