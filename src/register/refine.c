@@ -54,6 +54,19 @@
 /* The cubic B-spline's pole, sqrt(3) - 2, and the samples beyond which its
  * powers are below 1e-9 (|z|^16 = 7e-10). */
 #define POLE (-0.2679491924311227)
+
+/* Eight float lanes (vec.h's ts_v8f: one AVX register, two SSE2 ones):
+ * the fits' row sums run in eight lanes in both variants below, so
+ * both give the same bits (test_refine_isas_same_bits). */
+/* Unaligned loads and stores through a type that may alias floats (what
+ * the compilers' own unaligned-load intrinsics do); macros, not functions,
+ * since a ts_v8f passed or returned changes the ABI without AVX. */
+typedef float v8f_unaligned __attribute__((vector_size(8 * sizeof(float)), aligned(4), may_alias));
+#define v8f_load(p) (*(const v8f_unaligned *)(const void *)(p))
+#define v8f_store(p, v) (*(v8f_unaligned *)(void *)(p) = (v))
+#define V8F_SPLAT(x) ((ts_v8f){(x), (x), (x), (x), (x), (x), (x), (x)})
+/* Lanes 0-3 and 4-7 summed as ts_v4f_sum2 sums its two vectors. */
+#define V8F_SUM(v) ts_v4f_sum2((ts_v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, (ts_v4f){(v)[4], (v)[5], (v)[6], (v)[7]})
 #define HORIZON 16
 
 /* Causal start of a line of n samples (stride s) with a mirror boundary
@@ -199,9 +212,11 @@ static void domain(int n, int i, int *lo, int *hi) {
  * border (pad_coefficients: row and column -1 .. n + 1 addressable), rows
  * cs floats apart. V, D: rows of w + 3 floats. */
 
-static bool normal_equations(const float *coef, size_t cs, const float *b, int h, int w, double ty, double tx,
-                             double gain, double offset, double centre, float *V, float *D, double m[4][4],
-                             double v[4], double *ee) {
+__attribute__((always_inline)) static inline bool normal_equations_body(const float *coef, size_t cs, const float *b,
+                                                                        int h, int w, double ty, double tx,
+                                                                        double gain, double offset, double centre,
+                                                                        float *V, float *D, double m[4][4],
+                                                                        double v[4], double *ee) {
     const int iy = (int)floor(ty), ix = (int)floor(tx);
     float wy[4], dwy[4], wx[4], dwx[4];
     bspline_weights(ty - iy, wy, dwy);
@@ -216,47 +231,44 @@ static bool normal_equations(const float *coef, size_t cs, const float *b, int h
         for (int q = 0; q < 4; q++) m[p][q] = 0;
     }
     const int nx = xhi - xlo, nc = nx + 3;
-    const ts_v4f WY0 = ts_v4f_splat(wy[0]), WY1 = ts_v4f_splat(wy[1]), WY2 = ts_v4f_splat(wy[2]),
-                 WY3 = ts_v4f_splat(wy[3]), DY0 = ts_v4f_splat(dwy[0]), DY1 = ts_v4f_splat(dwy[1]),
-                 DY2 = ts_v4f_splat(dwy[2]), DY3 = ts_v4f_splat(dwy[3]);
-    const ts_v4f WX0 = ts_v4f_splat(wx[0]), WX1 = ts_v4f_splat(wx[1]), WX2 = ts_v4f_splat(wx[2]),
-                 WX3 = ts_v4f_splat(wx[3]), DX0 = ts_v4f_splat(dwx[0]), DX1 = ts_v4f_splat(dwx[1]),
-                 DX2 = ts_v4f_splat(dwx[2]), DX3 = ts_v4f_splat(dwx[3]);
+    const ts_v8f WY0 = V8F_SPLAT(wy[0]), WY1 = V8F_SPLAT(wy[1]), WY2 = V8F_SPLAT(wy[2]), WY3 = V8F_SPLAT(wy[3]),
+                 DY0 = V8F_SPLAT(dwy[0]), DY1 = V8F_SPLAT(dwy[1]), DY2 = V8F_SPLAT(dwy[2]),
+                 DY3 = V8F_SPLAT(dwy[3]);
+    const ts_v8f WX0 = V8F_SPLAT(wx[0]), WX1 = V8F_SPLAT(wx[1]), WX2 = V8F_SPLAT(wx[2]), WX3 = V8F_SPLAT(wx[3]),
+                 DX0 = V8F_SPLAT(dwx[0]), DX1 = V8F_SPLAT(dwx[1]), DX2 = V8F_SPLAT(dwx[2]),
+                 DX3 = V8F_SPLAT(dwx[3]);
     const float g = (float)gain, off = (float)offset, ca = (float)centre;
-    const ts_v4f G = ts_v4f_splat(g), OFF = ts_v4f_splat(off), CA = ts_v4f_splat(ca);
+    const ts_v8f G = V8F_SPLAT(g), OFF = V8F_SPLAT(off), CA = V8F_SPLAT(ca);
     for (int y = ylo; y < yhi; y++) {
         /* The four coefficient rows combined vertically (value and d/dy),
          * over the columns the row's taps reach. */
         const float *r0 = coef + (ptrdiff_t)(y + iy - 1) * (ptrdiff_t)cs + (ptrdiff_t)(xlo + ix - 1);
         const float *r1 = r0 + cs, *r2 = r1 + cs, *r3 = r2 + cs;
         int j = 0;
-        for (; j + 4 <= nc; j += 4) {
-            ts_v4f c0 = ts_v4f_load(r0 + j), c1 = ts_v4f_load(r1 + j), c2 = ts_v4f_load(r2 + j),
-                   c3 = ts_v4f_load(r3 + j);
-            ts_v4f_store(V + j, WY0 * c0 + WY1 * c1 + WY2 * c2 + WY3 * c3);
-            ts_v4f_store(D + j, DY0 * c0 + DY1 * c1 + DY2 * c2 + DY3 * c3);
+        for (; j + 8 <= nc; j += 8) {
+            ts_v8f c0 = v8f_load(r0 + j), c1 = v8f_load(r1 + j), c2 = v8f_load(r2 + j), c3 = v8f_load(r3 + j);
+            v8f_store(V + j, WY0 * c0 + WY1 * c1 + WY2 * c2 + WY3 * c3);
+            v8f_store(D + j, DY0 * c0 + DY1 * c1 + DY2 * c2 + DY3 * c3);
         }
         for (; j < nc; j++) {
             V[j] = wy[0] * r0[j] + wy[1] * r1[j] + wy[2] * r2[j] + wy[3] * r3[j];
             D[j] = dwy[0] * r0[j] + dwy[1] * r1[j] + dwy[2] * r2[j] + dwy[3] * r3[j];
         }
         /* Then horizontally, and the row's sums of the normal equations'
-         * 10 distinct entries and right-hand side: four lanes and a tail,
+         * 10 distinct entries and right-hand side: eight lanes and a tail,
          * combined in a fixed order; rows are added up in double. */
         const float *pb = b + (size_t)y * (size_t)w + (size_t)xlo;
-        ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0}, M23 = {0},
+        ts_v8f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0}, M23 = {0},
                V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0}, E2 = {0};
         int x = 0;
-        for (; x + 4 <= nx; x += 4) {
-            ts_v4f v0 = ts_v4f_load(V + x), v1 = ts_v4f_load(V + x + 1), v2 = ts_v4f_load(V + x + 2),
-                   v3 = ts_v4f_load(V + x + 3);
-            ts_v4f d0 = ts_v4f_load(D + x), d1 = ts_v4f_load(D + x + 1), d2 = ts_v4f_load(D + x + 2),
-                   d3 = ts_v4f_load(D + x + 3);
-            ts_v4f av = WX0 * v0 + WX1 * v1 + WX2 * v2 + WX3 * v3 - CA;
-            ts_v4f ay = WX0 * d0 + WX1 * d1 + WX2 * d2 + WX3 * d3;
-            ts_v4f ax = DX0 * v0 + DX1 * v1 + DX2 * v2 + DX3 * v3;
-            ts_v4f j0 = G * ay, j1 = G * ax;
-            ts_v4f e = ts_v4f_load(pb + x) - (G * av + OFF);
+        for (; x + 8 <= nx; x += 8) {
+            ts_v8f v0 = v8f_load(V + x), v1 = v8f_load(V + x + 1), v2 = v8f_load(V + x + 2), v3 = v8f_load(V + x + 3);
+            ts_v8f d0 = v8f_load(D + x), d1 = v8f_load(D + x + 1), d2 = v8f_load(D + x + 2), d3 = v8f_load(D + x + 3);
+            ts_v8f av = WX0 * v0 + WX1 * v1 + WX2 * v2 + WX3 * v3 - CA;
+            ts_v8f ay = WX0 * d0 + WX1 * d1 + WX2 * d2 + WX3 * d3;
+            ts_v8f ax = DX0 * v0 + DX1 * v1 + DX2 * v2 + DX3 * v3;
+            ts_v8f j0 = G * ay, j1 = G * ax;
+            ts_v8f e = v8f_load(pb + x) - (G * av + OFF);
             M00 += j0 * j0, M01 += j0 * j1, M02 += j0 * av, M03 += j0;
             M11 += j1 * j1, M12 += j1 * av, M13 += j1;
             M22 += av * av, M23 += av;
@@ -276,15 +288,37 @@ static bool normal_equations(const float *coef, size_t cs, const float *b, int h
             m22 += av * av, m23 += av;
             s0 += j0 * e, s1 += j1 * e, s2 += av * e, s3 += e, s4 += e * e;
         }
-        m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
-        m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
-        m[1][1] += ts_v4f_sum(M11) + m11, m[1][2] += ts_v4f_sum(M12) + m12, m[1][3] += ts_v4f_sum(M13) + m13;
-        m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)nx;
-        v[0] += ts_v4f_sum(V0) + s0, v[1] += ts_v4f_sum(V1) + s1;
-        v[2] += ts_v4f_sum(V2) + s2, v[3] += ts_v4f_sum(V3) + s3;
-        *ee += ts_v4f_sum(E2) + s4;
+        m[0][0] += V8F_SUM(M00) + m00, m[0][1] += V8F_SUM(M01) + m01;
+        m[0][2] += V8F_SUM(M02) + m02, m[0][3] += V8F_SUM(M03) + m03;
+        m[1][1] += V8F_SUM(M11) + m11, m[1][2] += V8F_SUM(M12) + m12, m[1][3] += V8F_SUM(M13) + m13;
+        m[2][2] += V8F_SUM(M22) + m22, m[2][3] += V8F_SUM(M23) + m23, m[3][3] += (double)nx;
+        v[0] += V8F_SUM(V0) + s0, v[1] += V8F_SUM(V1) + s1;
+        v[2] += V8F_SUM(V2) + s2, v[3] += V8F_SUM(V3) + s3;
+        *ee += V8F_SUM(E2) + s4;
     }
     return true;
+}
+
+#define NORMAL_EQUATIONS_PARAMS                                                                                      \
+    const float *coef, size_t cs, const float *b, int h, int w, double ty, double tx, double gain, double offset,    \
+        double centre, float *V, float *D, double m[4][4], double v[4], double *ee
+#define NORMAL_EQUATIONS_ARGS coef, cs, b, h, w, ty, tx, gain, offset, centre, V, D, m, v, ee
+
+static bool normal_equations_sse2(NORMAL_EQUATIONS_PARAMS) { return normal_equations_body(NORMAL_EQUATIONS_ARGS); }
+#ifdef TS_ISA_X86
+TS_TARGET_AVX2 static bool normal_equations_avx2(NORMAL_EQUATIONS_PARAMS) {
+    return normal_equations_body(NORMAL_EQUATIONS_ARGS);
+}
+#endif
+
+/* wide: the AVX2 variant (ts_isa_pick). */
+static bool normal_equations(bool wide, NORMAL_EQUATIONS_PARAMS) {
+#ifdef TS_ISA_X86
+    if (wide) return normal_equations_avx2(NORMAL_EQUATIONS_ARGS);
+#else
+    (void)wide;
+#endif
+    return normal_equations_sse2(NORMAL_EQUATIONS_ARGS);
 }
 
 /* The fine-scale share of a residual whose read noise went through the
@@ -375,14 +409,98 @@ static inline float grad_x(const float *row, int w, int x) {
     return (rr - l == 2 ? 0.5f : 1.0f) * (row[rr] - row[l]);
 }
 
+/* fit_bilinear's normal equations (J = [gain*ay, gain*ax, a, 1]) at
+ * integer shift (iy, ix) and fraction (fy, fx), over b's rows [ylo, yhi)
+ * and columns [xlo, xhi), added into m (upper triangle) and v: per row,
+ * float sums in eight lanes (V8F_SUM) and a tail, combined in a fixed
+ * order; rows are added up in double. */
+__attribute__((always_inline)) static inline void bilinear_sums_body(const float *a, const float *gy, const float *gx,
+                                                                     const float *b, int w, int iy, int ix, int ylo,
+                                                                     int yhi, int xlo, int xhi, float fy, float fx,
+                                                                     double gain, double offset, double centre,
+                                                                     double m[4][4], double v[4]) {
+    const float w00 = (1 - fy) * (1 - fx), w01 = (1 - fy) * fx, w10 = fy * (1 - fx), w11 = fy * fx;
+    const float g = (float)gain, off = (float)offset, ca = (float)centre;
+    const ts_v8f W00 = V8F_SPLAT(w00), W01 = V8F_SPLAT(w01), W10 = V8F_SPLAT(w10), W11 = V8F_SPLAT(w11),
+                 G = V8F_SPLAT(g), OFF = V8F_SPLAT(off), CA = V8F_SPLAT(ca);
+    for (int y = ylo; y < yhi; y++) {
+        size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
+        /* Pointers at the row's first sample (x = xlo): x + ix >= 0. */
+        const size_t c0 = (size_t)(xlo + ix);
+        const float *a0 = a + r0 + c0, *a1 = a + r1 + c0;
+        const float *gy0 = gy + r0 + c0, *gy1 = gy + r1 + c0;
+        const float *gx0 = gx + r0 + c0, *gx1 = gx + r1 + c0;
+        const float *pb = b + (size_t)y * (size_t)w + (size_t)xlo;
+        const int nx = xhi - xlo;
+        ts_v8f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0}, M23 = {0},
+               V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0};
+        int x = 0;
+        for (; x + 8 <= nx; x += 8) {
+            ts_v8f av = W00 * v8f_load(a0 + x) + W01 * v8f_load(a0 + x + 1) + W10 * v8f_load(a1 + x) +
+                        W11 * v8f_load(a1 + x + 1) - CA;
+            ts_v8f ay = W00 * v8f_load(gy0 + x) + W01 * v8f_load(gy0 + x + 1) + W10 * v8f_load(gy1 + x) +
+                        W11 * v8f_load(gy1 + x + 1);
+            ts_v8f ax = W00 * v8f_load(gx0 + x) + W01 * v8f_load(gx0 + x + 1) + W10 * v8f_load(gx1 + x) +
+                        W11 * v8f_load(gx1 + x + 1);
+            ts_v8f j0 = G * ay, j1 = G * ax;
+            ts_v8f e = v8f_load(pb + x) - (G * av + OFF);
+            M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
+            M11 += j1 * j1; M12 += j1 * av; M13 += j1;
+            M22 += av * av; M23 += av;
+            V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e;
+        }
+        float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
+        float v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+        for (; x < nx; x++) {
+            float av = w00 * a0[x] + w01 * a0[x + 1] + w10 * a1[x] + w11 * a1[x + 1] - ca;
+            float ay = w00 * gy0[x] + w01 * gy0[x + 1] + w10 * gy1[x] + w11 * gy1[x + 1];
+            float ax = w00 * gx0[x] + w01 * gx0[x + 1] + w10 * gx1[x] + w11 * gx1[x + 1];
+            float j0 = g * ay, j1 = g * ax;
+            float e = pb[x] - (g * av + off);
+            m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
+            m11 += j1 * j1; m12 += j1 * av; m13 += j1;
+            m22 += av * av; m23 += av;
+            v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e;
+        }
+        m[0][0] += V8F_SUM(M00) + m00, m[0][1] += V8F_SUM(M01) + m01;
+        m[0][2] += V8F_SUM(M02) + m02, m[0][3] += V8F_SUM(M03) + m03;
+        m[1][1] += V8F_SUM(M11) + m11, m[1][2] += V8F_SUM(M12) + m12, m[1][3] += V8F_SUM(M13) + m13;
+        m[2][2] += V8F_SUM(M22) + m22, m[2][3] += V8F_SUM(M23) + m23, m[3][3] += (double)nx;
+        v[0] += V8F_SUM(V0) + v0, v[1] += V8F_SUM(V1) + v1;
+        v[2] += V8F_SUM(V2) + v2, v[3] += V8F_SUM(V3) + v3;
+    }
+}
+
+#define BILINEAR_SUMS_PARAMS                                                                                         \
+    const float *a, const float *gy, const float *gx, const float *b, int w, int iy, int ix, int ylo, int yhi,       \
+        int xlo, int xhi, float fy, float fx, double gain, double offset, double centre, double m[4][4], double v[4]
+#define BILINEAR_SUMS_ARGS a, gy, gx, b, w, iy, ix, ylo, yhi, xlo, xhi, fy, fx, gain, offset, centre, m, v
+
+static void bilinear_sums_sse2(BILINEAR_SUMS_PARAMS) { bilinear_sums_body(BILINEAR_SUMS_ARGS); }
+#ifdef TS_ISA_X86
+TS_TARGET_AVX2 static void bilinear_sums_avx2(BILINEAR_SUMS_PARAMS) { bilinear_sums_body(BILINEAR_SUMS_ARGS); }
+#endif
+
+static void bilinear_sums(bool wide, BILINEAR_SUMS_PARAMS) {
+#ifdef TS_ISA_X86
+    if (wide) {
+        bilinear_sums_avx2(BILINEAR_SUMS_ARGS);
+        return;
+    }
+#else
+    (void)wide;
+#endif
+    bilinear_sums_sse2(BILINEAR_SUMS_ARGS);
+}
+
 /* The first fit: Gauss-Newton on bilinear interpolation of a and of its
  * central differences (gy, gx: h * w each), over every b pixel whose
- * sample lies inside a with its 4 neighbours; the same arithmetic as
- * before refine.c (simulated and SEM plates keep their bits). *noise: the
- * residual's fine-scale power over a's mean squared gradient at the last
- * iterate (px^2); *share: the residual's fine-scale share (roughness). */
-static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy, float *gx, double *dy, double *dx,
-                         double *noise, double *share) {
+ * sample lies inside a with its 4 neighbours (bilinear_sums; wide: its
+ * AVX2 variant). *noise: the residual's fine-scale power over a's mean
+ * squared gradient at the last iterate (px^2); *share: the residual's
+ * fine-scale share (roughness). */
+static bool fit_bilinear(bool wide, const float *a, const float *b, int h, int w, float *gy, float *gx, double *dy,
+                         double *dx, double *noise, double *share) {
     for (int y = 0; y < h; y++) {
         const float *up = a + (size_t)(y > 0 ? y - 1 : 0) * (size_t)w;
         const float *dn = a + (size_t)(y + 1 < h ? y + 1 : h - 1) * (size_t)w;
@@ -407,67 +525,12 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
     for (int it = 0; it < 10; it++) {
         int iy = (int)floor(ty), ix = (int)floor(tx);
         float fy = (float)(ty - iy), fx = (float)(tx - ix);
-        float w00 = (1 - fy) * (1 - fx), w01 = (1 - fy) * fx, w10 = fy * (1 - fx), w11 = fy * fx;
         /* b pixels whose sample point lies inside a with its 4 neighbours. */
         int ylo = iy < 0 ? -iy : 0, yhi = h - 1 - iy < h ? h - 1 - iy : h;
         int xlo = ix < 0 ? -ix : 0, xhi = w - 1 - ix < w ? w - 1 - ix : w;
         if (yhi - ylo < 4 || xhi - xlo < 4) return false;
         double m[4][4] = {{0}}, v[4] = {0};
-        for (int y = ylo; y < yhi; y++) {
-            size_t r0 = (size_t)(y + iy) * (size_t)w, r1 = r0 + (size_t)w;
-            const float *pb = b + (size_t)y * (size_t)w;
-            /* Per-row float sums of the normal equations' 10 distinct
-             * entries (J = [gain*ay, gain*ax, a, 1]) and the right-hand
-             * side: four lanes (vec.h), then the tail, combined in a fixed
-             * order; rows are added up in double. */
-            const float g = (float)gain, off = (float)offset, ca = (float)centre;
-            /* Pointers at the row's first sample (x = xlo): x + ix >= 0. */
-            const size_t c0 = (size_t)(xlo + ix);
-            const float *a0 = a + r0 + c0, *a1 = a + r1 + c0;
-            const float *gy0 = gy + r0 + c0, *gy1 = gy + r1 + c0;
-            const float *gx0 = gx + r0 + c0, *gx1 = gx + r1 + c0;
-            pb += xlo;
-            const int nx = xhi - xlo;
-            const ts_v4f W00 = ts_v4f_splat(w00), W01 = ts_v4f_splat(w01), W10 = ts_v4f_splat(w10),
-                         W11 = ts_v4f_splat(w11), G = ts_v4f_splat(g), OFF = ts_v4f_splat(off),
-                         CA = ts_v4f_splat(ca);
-            ts_v4f M00 = {0}, M01 = {0}, M02 = {0}, M03 = {0}, M11 = {0}, M12 = {0}, M13 = {0}, M22 = {0},
-                   M23 = {0}, V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0};
-            int x = 0;
-            for (; x + 4 <= nx; x += 4) {
-                ts_v4f av = W00 * ts_v4f_load(a0 + x) + W01 * ts_v4f_load(a0 + x + 1) +
-                            W10 * ts_v4f_load(a1 + x) + W11 * ts_v4f_load(a1 + x + 1) - CA;
-                ts_v4f ay = W00 * ts_v4f_load(gy0 + x) + W01 * ts_v4f_load(gy0 + x + 1) +
-                            W10 * ts_v4f_load(gy1 + x) + W11 * ts_v4f_load(gy1 + x + 1);
-                ts_v4f ax = W00 * ts_v4f_load(gx0 + x) + W01 * ts_v4f_load(gx0 + x + 1) +
-                            W10 * ts_v4f_load(gx1 + x) + W11 * ts_v4f_load(gx1 + x + 1);
-                ts_v4f j0 = G * ay, j1 = G * ax;
-                ts_v4f e = ts_v4f_load(pb + x) - (G * av + OFF);
-                M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
-                M11 += j1 * j1; M12 += j1 * av; M13 += j1;
-                M22 += av * av; M23 += av;
-                V0 += j0 * e; V1 += j1 * e; V2 += av * e; V3 += e;
-            }
-            float m00 = 0, m01 = 0, m02 = 0, m03 = 0, m11 = 0, m12 = 0, m13 = 0, m22 = 0, m23 = 0;
-            float v0 = 0, v1 = 0, v2 = 0, v3 = 0;
-            for (; x < nx; x++) {
-                float av = w00 * a0[x] + w01 * a0[x + 1] + w10 * a1[x] + w11 * a1[x + 1] - ca;
-                float ay = w00 * gy0[x] + w01 * gy0[x + 1] + w10 * gy1[x] + w11 * gy1[x + 1];
-                float ax = w00 * gx0[x] + w01 * gx0[x + 1] + w10 * gx1[x] + w11 * gx1[x + 1];
-                float j0 = g * ay, j1 = g * ax;
-                float e = pb[x] - (g * av + off);
-                m00 += j0 * j0; m01 += j0 * j1; m02 += j0 * av; m03 += j0;
-                m11 += j1 * j1; m12 += j1 * av; m13 += j1;
-                m22 += av * av; m23 += av;
-                v0 += j0 * e; v1 += j1 * e; v2 += av * e; v3 += e;
-            }
-            m[0][0] += ts_v4f_sum(M00) + m00, m[0][1] += ts_v4f_sum(M01) + m01;
-            m[0][2] += ts_v4f_sum(M02) + m02, m[0][3] += ts_v4f_sum(M03) + m03;
-            m[1][1] += ts_v4f_sum(M11) + m11, m[1][2] += ts_v4f_sum(M12) + m12, m[1][3] += ts_v4f_sum(M13) + m13;
-            m[2][2] += ts_v4f_sum(M22) + m22, m[2][3] += ts_v4f_sum(M23) + m23, m[3][3] += (double)(xhi - xlo);
-            v[0] += ts_v4f_sum(V0) + v0, v[1] += ts_v4f_sum(V1) + v1;
-            v[2] += ts_v4f_sum(V2) + v2, v[3] += ts_v4f_sum(V3) + v3;
-        }
+        bilinear_sums(wide, a, gy, gx, b, w, iy, ix, ylo, yhi, xlo, xhi, fy, fx, gain, offset, centre, m, v);
         grad2 = (m[0][0] + m[1][1]) / (gain * gain), count = m[3][3];
         bool done;
         if (!gn_step(m, v, y0, x0, &ty, &tx, &gain, &offset, &done)) return false;
@@ -487,12 +550,12 @@ static bool fit_bilinear(const float *a, const float *b, int h, int w, float *gy
 
 /* One Gauss-Newton fit from (*dy, *dx) on a's coefficients (padded,
  * rows cs floats apart). */
-static bool fit(const float *coef, size_t cs, const float *b, int h, int w, double centre, float *V, float *D,
+static bool fit(bool wide, const float *coef, size_t cs, const float *b, int h, int w, double centre, float *V, float *D,
                 double *dy, double *dx) {
     const double y0 = *dy, x0 = *dx;
     double ty = y0, tx = x0, gain = 1, offset = 0, m[4][4], v[4], ee = 0;
     for (int it = 0; it < 16; it++) {
-        if (!normal_equations(coef, cs, b, h, w, ty, tx, gain, offset, centre, V, D, m, v, &ee)) return false;
+        if (!normal_equations(wide, coef, cs, b, h, w, ty, tx, gain, offset, centre, V, D, m, v, &ee)) return false;
         bool done;
         if (!gn_step(m, v, y0, x0, &ty, &tx, &gain, &offset, &done)) return false;
         if (done) break;
@@ -527,7 +590,7 @@ static float *pad_coefficients(float *img, int h, int w, float *pad) {
  * both cut to it (work: TS_REFINE_WORK), low-passed, b's crop fitted to
  * a's from each of the n starts (sy, sx) in turn (strip coordinates) until
  * one converges within 2 px of (y0, x0): its answer into *dy, *dx. */
-static bool fit_overlap(const float *a, const float *b, int h, int w, int iy, int ix, float *work,
+static bool fit_overlap(bool wide, const float *a, const float *b, int h, int w, int iy, int ix, float *work,
                         ts_lowpass_plans *plans, int n,
                         const double *sy, const double *sx, double y0, double x0, double *dy, double *dx) {
     const int ys = iy < 0 ? -iy : 0, ye = iy > 0 ? h - iy : h;
@@ -548,7 +611,7 @@ static bool fit_overlap(const float *a, const float *b, int h, int w, int iy, in
     const float *coef = pad_coefficients(ca, hc, wc, pad);
     for (int k = 0; k < n; k++) {
         double ty = sy[k] - iy, tx = sx[k] - ix;
-        if (fit(coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) && fabs(ty + iy - y0) <= 2.0 &&
+        if (fit(wide, coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) && fabs(ty + iy - y0) <= 2.0 &&
             fabs(tx + ix - x0) <= 2.0) {
             *dy = ty + iy, *dx = tx + ix;
             return true;
@@ -557,11 +620,29 @@ static bool fit_overlap(const float *a, const float *b, int h, int w, int iy, in
     return false;
 }
 
+static ts_refine_how refine(bool wide, const float *a, const float *b, int h, int w, double have, float *work,
+                            ts_lowpass_plans *plans, double *dy, double *dx);
+
 ts_refine_how ts_refine(const float *a, const float *b, int h, int w, double have, float *work,
                         ts_lowpass_plans *plans, double *dy, double *dx) {
+    ts_refine_how how;
+    (void)ts_refine_isa(NULL, a, b, h, w, have, work, plans, dy, dx, &how); /* NULL: always a variant */
+    return how;
+}
+
+bool ts_refine_isa(const char *isa, const float *a, const float *b, int h, int w, double have, float *work,
+                   ts_lowpass_plans *plans, double *dy, double *dx, ts_refine_how *how) {
+    const int pick = ts_isa_pick(isa);
+    if (pick < 0) return false;
+    *how = refine(pick == 1, a, b, h, w, have, work, plans, dy, dx);
+    return true;
+}
+
+static ts_refine_how refine(bool wide, const float *a, const float *b, int h, int w, double have, float *work,
+                            ts_lowpass_plans *plans, double *dy, double *dx) {
     const size_t n = (size_t)h * (size_t)w;
     double fy = *dy, fx = *dx, noise = INFINITY, share = 0;
-    const bool first = fit_bilinear(a, b, h, w, work, work + n, &fy, &fx, &noise, &share);
+    const bool first = fit_bilinear(wide, a, b, h, w, work, work + n, &fy, &fx, &noise, &share);
     /* Re-fitted only where the residual is both rough and white: read
      * noise. Structured misfit (sharp content that bilinear interpolation
      * or a slight distortion does not follow, a blank tile against
@@ -583,7 +664,7 @@ ts_refine_how ts_refine(const float *a, const float *b, int h, int w, double hav
          * when the integer maximum is 2 px off: the fit's leash then
          * reaches); after a new cut, from the answer before it. */
         const double sy[2] = {pass ? ry : *dy, fy}, sx[2] = {pass ? rx : *dx, fx};
-        if (!fit_overlap(a, b, h, w, iy, ix, work, plans, pass || !first ? 1 : 2, sy, sx, *dy, *dx, &ry, &rx)) break;
+        if (!fit_overlap(wide, a, b, h, w, iy, ix, work, plans, pass || !first ? 1 : 2, sy, sx, *dy, *dx, &ry, &rx)) break;
         ok = true;
         const int ny = (int)lround(ry), nx = (int)lround(rx);
         if (ny == iy && nx == ix) break;

@@ -47,5 +47,10 @@ typedef enum ts_refine_how {
  * plans: the low-pass's (the caller's thread's). */
 ts_refine_how ts_refine(const float *a, const float *b, int h, int w, double have, float *work,
                         ts_lowpass_plans *plans, double *dy, double *dx);
+/* The same in one instruction-set variant (tests): isa "sse2" or "avx2"
+ * (NULL: the CPU's widest, as ts_refine); both give the same bits. False,
+ * with nothing done, when this build or CPU lacks it. */
+bool ts_refine_isa(const char *isa, const float *a, const float *b, int h, int w, double have, float *work,
+                   ts_lowpass_plans *plans, double *dy, double *dx, ts_refine_how *how);
 
 #endif

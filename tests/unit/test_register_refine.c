@@ -193,6 +193,58 @@ static void test_structured_misfit_keeps_first_fit(void **state) {
     free(work), free(field);
 }
 
+/* The fits as compiled for SSE2 and for AVX2 (ts_refine takes the latter
+ * where the CPU has it): the same bits, through both fits (clean strips
+ * keep the first, noisy ones are low-passed and fitted on B-splines), on
+ * widths that leave every tail length after the eight lanes. */
+static void test_refine_isas_same_bits(void **state) {
+    (void)state;
+    const int h = 120, widths[] = {17, 20, 23, 24, 31, 41};
+    float *work = malloc(TS_REFINE_WORK(h, 41) * sizeof *work);
+    ts_lowpass_plans *plans = ts_lowpass_plans_create();
+    double probe_y = 0, probe_x = 0;
+    ts_refine_how probe;
+    float one[16] = {0};
+    if (!ts_refine_isa("avx2", one, one, 4, 4, 0.0, work, plans, &probe_y, &probe_x, &probe)) {
+        print_message("no AVX2 here: nothing to compare\n");
+        ts_lowpass_plans_free(plans);
+        free(work);
+        skip();
+    }
+    int compared = 0, smoothed = 0;
+    for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++)
+        for (int noisy = 0; noisy <= 1; noisy++) {
+            const int w = widths[k];
+            texture t;
+            make_texture(&t, noisy ? 1.2 : 8.0);
+            const double sy = 0.3 + 0.1 * (double)k, sx = 6.4 - 0.05 * (double)k, noise = noisy ? 1.5 : 0.0;
+            float *a = render(&t, h, w, 0, 0, noise), *b = render(&t, h, w, sy, sx, noise);
+            double y[3], x[3];
+            ts_refine_how how[3];
+            y[0] = y[1] = 0, x[0] = x[1] = 6;
+            assert_true(ts_refine_isa("sse2", a, b, h, w, 0.0, work, plans, &y[0], &x[0], &how[0]));
+            assert_true(ts_refine_isa("avx2", a, b, h, w, 0.0, work, plans, &y[1], &x[1], &how[1]));
+            y[2] = 0, x[2] = 6;
+            how[2] = ts_refine(a, b, h, w, 0.0, work, plans, &y[2], &x[2]);
+            assert_true(how[0] != TS_REFINE_FAILED);
+            printf("w %d %s: (%.3f, %.3f) for (%.3f, %.3f), how %d\n", w, noisy ? "noisy" : "clean", y[0], x[0], sy, sx, (int)how[0]);
+            assert_true(hypot(y[0] - sy, x[0] - sx) < (noisy ? 0.5 : 0.05));
+            for (int v = 1; v < 3; v++) {
+                assert_int_equal(how[v], how[0]);
+                assert_memory_equal(&y[v], &y[0], sizeof y[0]);
+                assert_memory_equal(&x[v], &x[0], sizeof x[0]);
+            }
+            smoothed += how[0] == TS_REFINE_LOWPASS;
+            compared++;
+            free(a), free(b);
+        }
+    assert_true(smoothed > 0 && smoothed < compared); /* both fits compared */
+    assert_false(ts_refine_isa("avx9", one, one, 4, 4, 0.0, work, plans, &probe_y, &probe_x, &probe));
+    print_message("%d pairs (%d low-passed): SSE2 and AVX2 the same bits\n", compared, smoothed);
+    ts_lowpass_plans_free(plans);
+    free(work);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_faint_texture_thin_overlaps),
@@ -200,6 +252,7 @@ int main(void) {
         cmocka_unit_test(test_spline_interpolates),
         cmocka_unit_test(test_noise_decides_smoothing),
         cmocka_unit_test(test_structured_misfit_keeps_first_fit),
+        cmocka_unit_test(test_refine_isas_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
