@@ -289,8 +289,9 @@ ts_status ts_content_share(const ts_content_check *c, float *cells, ts_content_n
     while (cell_step > 1 && gcd(cell_step, (size_t)cw) != 1) cell_step++;
     /* two planes of scratch, the differences; doubles: the box filter's
      * row sums, the fit's powers */
-    const size_t ndouble = (size_t)cw > (MAX_DEGREE + 1) * ((size_t)ch + (size_t)cw) ? (size_t)cw
-                                                                             : (MAX_DEGREE + 1) * ((size_t)ch + (size_t)cw);
+    const size_t ndouble = TS_BACKGROUND_SCRATCH(cw) > (MAX_DEGREE + 1) * ((size_t)ch + (size_t)cw)
+                               ? TS_BACKGROUND_SCRATCH(cw)
+                               : (MAX_DEGREE + 1) * ((size_t)ch + (size_t)cw);
     float *tmp = malloc(4 * ncell * sizeof *tmp), *diff = tmp + 2 * ncell;
     double *scratch = malloc(ndouble * sizeof *scratch);
     if (!tmp || !scratch) {

@@ -177,8 +177,9 @@ void ts_gaussian_blur(float *img, int h, int w, double sigma, float *tmp);
 /* Sobel gradient magnitude of src into dst (h x w), replicated borders. */
 void ts_sobel_magnitude(const float *src, float *dst, int h, int w);
 /* Subtracts a smooth background: the image blurred twice by a size-px box.
- * tmp: 2*h*w floats; rowsum: w doubles (scratch the caller keeps, so the
- * per-pair call cannot fail). */
+ * tmp: 2*h*w floats; rowsum: TS_BACKGROUND_SCRATCH(w) doubles (scratch the
+ * caller keeps, so the per-pair call cannot fail). */
+#define TS_BACKGROUND_SCRATCH(w) (4 * (size_t)(w))
 void ts_subtract_background(float *img, int h, int w, int block, float *tmp, double *rowsum);
 /* Tests: ts_gaussian_blur and ts_subtract_background as compiled for one
  * instruction set ("sse2", or "avx2", which they take where the CPU has

@@ -148,7 +148,7 @@ static void test_prefilter_isas_same_bits(void **state) {
         const size_t n = (size_t)h * (size_t)w;
         float *src = malloc(n * sizeof *src), *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
         float *tmp = malloc(2 * n * sizeof *tmp);
-        double *sum = malloc((size_t)w * sizeof *sum);
+        double *sum = malloc(TS_BACKGROUND_SCRATCH(w) * sizeof *sum);
         for (size_t i = 0; i < n; i++) src[i] = (float)(1000.0 * urand() + 0.01 * (double)i);
         for (int f = 0; f < 6; f++) {
             const bool background = f >= 3;
