@@ -86,6 +86,10 @@ typedef struct est_ctx {
     int64_t content_reads;    /* decoded for the content test (content_pass) */
     double *content;          /* first rank: by tile id, the content of the tiles without a
                                  matched pair (content_pass; NULL: none without one) */
+    bool *content_tested;     /* first rank: by tile id, whether content[id] was measured */
+    bool *blank;              /* every rank: by tile id, tested and without content (the
+                                 stage pass redoes none of their pairs); NULL: none */
+    ts_content_check *content_check; /* the pattern learned (content_pass), every rank */
     ts_registrar **workers; /* [worker * 2 + dir], made lazily */
     atomic_llong done;
     pthread_mutex_t mu;   /* error and progress */
@@ -871,18 +875,43 @@ typedef struct content_job {
     atomic_llong done;
 } content_job;
 
+/* Tile id for the content test: from the first pass's cache where it kept
+ * the tile for the stage pass (every tile without a matched pair, unless
+ * the plate exceeds --cache: its pairs may all be redone), else decoded
+ * (counted in content_reads). content_put gives it back. */
+static ts_status content_get(est_ctx *c, int64_t id, bool may_cache, ts_samples *tile, bool *cached, ts_error *err) {
+    *cached = may_cache && c->kept && atomic_load(&c->kept[id]);
+    if (*cached) {
+        ts_tile_cache_add_uses(c->cache, id, 1); /* this get's, so the stage pass's use stays */
+        return ts_tile_cache_get(c->cache, id, tile, err);
+    }
+    void *data;
+    size_t bytes;
+    ts_status st = load_tile(c, id, &data, &tile->dtype, &bytes, err);
+    if (st == TS_OK) {
+        tile->p = data;
+        pthread_mutex_lock(&c->mu);
+        c->content_reads++;
+        pthread_mutex_unlock(&c->mu);
+    }
+    return st;
+}
+
+static void content_put(est_ctx *c, int64_t id, ts_samples tile, bool cached) {
+    if (cached) ts_tile_cache_release(c->cache, id);
+    else release_tile(c, id, (void *)tile.p);
+}
+
 static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error *err) {
     (void)worker;
     content_job *j = user;
     const int64_t id = j->tiles[k];
-    void *data;
-    ts_dtype dtype;
-    size_t bytes;
-    ts_status st = load_tile(j->c, id, &data, &dtype, &bytes, err);
+    ts_samples tile;
+    bool cached;
+    ts_status st = content_get(j->c, id, true, &tile, &cached, err);
     if (st != TS_OK) return st;
-    st = ts_content_cells(j->check, (ts_samples){data, dtype}, j->cells + (size_t)k * ts_content_ncells(j->check),
-                          &j->noise[k], err);
-    release_tile(j->c, id, data);
+    st = ts_content_cells(j->check, tile, j->cells + (size_t)k * ts_content_ncells(j->check), &j->noise[k], err);
+    content_put(j->c, id, tile, cached);
     return st;
 }
 
@@ -895,12 +924,11 @@ static ts_status content_measure_one(void *user, int64_t k, int worker, ts_error
         st = ts_content_share(j->check, j->cells + (size_t)i * ts_content_ncells(j->check), j->noise[i], true,
                               &j->share[k], err);
     } else {
-        void *data;
-        ts_dtype dtype;
-        size_t bytes;
-        if ((st = load_tile(j->c, id, &data, &dtype, &bytes, err)) != TS_OK) return st;
-        st = ts_tile_content(j->check, (ts_samples){data, dtype}, &j->share[k], err);
-        release_tile(j->c, id, data);
+        ts_samples tile;
+        bool cached;
+        if ((st = content_get(j->c, id, true, &tile, &cached, err)) != TS_OK) return st;
+        st = ts_tile_content(j->check, tile, &j->share[k], err);
+        content_put(j->c, id, tile, cached);
     }
     const int64_t done = atomic_fetch_add(&j->done, 1) + 1;
     if (st == TS_OK && j->c->opt->progress) {
@@ -944,65 +972,122 @@ static ts_status content_share_of_rank(est_ctx *c, int64_t *tiles, int64_t n, do
     if ((st = ts_content_learn(job.check, job.cells, (int)job.m, err)) != TS_OK) goto done;
     job.share = *mine;
     st = ts_pool_run(c->pool, *nmine, content_measure_one, &job, err);
-    /* reads: the sample, and the share less its part of the sample */
-    c->content_reads += job.m + *nmine - (job.lo < job.m ? (job.hi < job.m ? job.hi : job.m) - job.lo : 0);
 done:
-    ts_content_check_free(job.check);
+    if (st == TS_OK) c->content_check = job.check; /* for the tiles the stage pass leaves alone */
+    else ts_content_check_free(job.check);
     free(job.cells), free(job.noise);
     return st;
 }
 
-/* The content (content.h) of the tiles without a matched pair, the first
- * rank's c->content (by tile id, 0 for the others): the rank that has the
- * bridges says which tiles those are, every rank tests a share of them
- * (on a large plate with many blank tiles one rank alone was a serial
- * step), the first rank gathers the shares. Such a tile lands on its
- * stage position; the quality check names those with content. Every rank
- * reaches every collective. */
+/* Marks in paired the tiles with a matched pair (bridges too where
+ * with_bridges). */
+static void mark_paired(const est_ctx *c, bool with_bridges, bool *paired) {
+    for (int64_t i = 0; i < c->nedges; i++)
+        if (c->edges[i].res.matched)
+            paired[c->tile_base[c->edges[i].well] + c->edges[i].a] =
+                paired[c->tile_base[c->edges[i].well] + c->edges[i].b] = true;
+    for (int64_t i = 0; with_bridges && i < c->nbridges; i++)
+        if (c->bridges[i].res.matched)
+            paired[c->tile_base[c->bridges[i].well] + c->bridges[i].a] =
+                paired[c->tile_base[c->bridges[i].well] + c->bridges[i].b] = true;
+}
+
+/* The content (content.h) of the tiles without a matched pair after the
+ * first pass, before the stage pass: a tile without content (blank, a
+ * well's empty corner) has only noise to match, so the stage pass redoes
+ * none of its pairs (c->blank, every rank), whose window searches were
+ * most of that pass's time on plates with blank tiles (their maxima
+ * under the acceptance floor, refused); a tile with content is searched
+ * as before, and where nothing places it in the end the quality check
+ * names it (c->content, the first rank). Every rank tests a share of the
+ * list (on a large plate with many blank tiles one rank alone was a
+ * serial step) and gets every share; every rank reaches every
+ * collective. The tiles come from the first pass's cache, which kept
+ * them for the stage pass (content_get). */
 static ts_status content_pass(est_ctx *c, ts_error *err) {
     const ts_dist *d = c->opt->dist;
     const int rank = ts_dist_rank(d);
     int64_t n = 0, nmine = 0;
-    int64_t *tiles = malloc((size_t)(c->ntiles ? c->ntiles : 1) * sizeof *tiles);
+    const size_t nt = (size_t)(c->ntiles ? c->ntiles : 1);
+    int64_t *tiles = malloc(nt * sizeof *tiles);
+    bool *paired = calloc(nt, sizeof *paired);
     double *mine = NULL;
     void *all = NULL;
-    ts_status st = tiles ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
-    if (st == TS_OK && rank == 0) {
-        bool *paired = calloc((size_t)(c->ntiles ? c->ntiles : 1), sizeof *paired);
-        if (!paired) {
-            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
-        } else {
-            for (int64_t i = 0; i < c->nedges; i++)
-                if (c->edges[i].res.matched)
-                    paired[c->tile_base[c->edges[i].well] + c->edges[i].a] =
-                        paired[c->tile_base[c->edges[i].well] + c->edges[i].b] = true;
-            for (int64_t i = 0; i < c->nbridges; i++)
-                if (c->bridges[i].res.matched)
-                    paired[c->tile_base[c->bridges[i].well] + c->bridges[i].a] =
-                        paired[c->tile_base[c->bridges[i].well] + c->bridges[i].b] = true;
-            for (int64_t t = 0; t < c->ntiles; t++)
-                if (!paired[t]) tiles[n++] = t;
-            free(paired);
-        }
+    ts_status st = tiles && paired ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
+    /* (every rank has every first-pass result: the same list everywhere) */
+    if (st == TS_OK) {
+        mark_paired(c, false, paired);
+        for (int64_t t = 0; t < c->ntiles; t++)
+            if (!paired[t]) tiles[n++] = t;
     }
-    st = ts_dist_agree(d, st, err);
-    if (st == TS_OK) st = ts_dist_bcast(d, &n, sizeof n, 0, err);
-    st = ts_dist_agree(d, st, err);
-    if (st == TS_OK && n) st = ts_dist_bcast(d, tiles, (size_t)n * sizeof *tiles, 0, err);
-    st = ts_dist_agree(d, st, err);
     if (st == TS_OK) st = content_share_of_rank(c, tiles, n, &mine, &nmine, err);
     st = ts_dist_agree(d, st, err);
     if (st == TS_OK) st = ts_dist_allgatherv(d, mine, (size_t)nmine * sizeof *mine, &all, NULL, err);
     st = ts_dist_agree(d, st, err);
-    if (st == TS_OK && rank == 0 && n) {
-        if (!(c->content = calloc((size_t)c->ntiles, sizeof *c->content))) {
+    if (st == TS_OK && n) {
+        c->blank = calloc(nt, sizeof *c->blank);
+        if (rank == 0) {
+            c->content = calloc(nt, sizeof *c->content);
+            c->content_tested = calloc(nt, sizeof *c->content_tested);
+        }
+        if (!c->blank || (rank == 0 && (!c->content || !c->content_tested))) {
             st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
         } else {
             const double *share = all; /* in rank order: the list's order */
-            for (int64_t i = 0; i < n; i++) c->content[tiles[i]] = share[i];
+            for (int64_t i = 0; i < n; i++) {
+                c->blank[tiles[i]] = !(share[i] > 0);
+                if (rank == 0) c->content[tiles[i]] = share[i], c->content_tested[tiles[i]] = true;
+            }
         }
     }
-    free(tiles), free(mine), free(all);
+    st = ts_dist_agree(d, st, err);
+    free(tiles), free(paired), free(mine), free(all);
+    return st;
+}
+
+typedef struct content_late_job {
+    est_ctx *c;
+    const int64_t *tiles;
+} content_late_job;
+
+static ts_status content_late_one(void *user, int64_t k, int worker, ts_error *err) {
+    (void)worker;
+    content_late_job *j = user;
+    const int64_t id = j->tiles[k];
+    ts_samples tile;
+    bool cached;
+    ts_status st = content_get(j->c, id, false, &tile, &cached, err);
+    if (st != TS_OK) return st;
+    st = ts_tile_content(j->c->content_check, tile, &j->c->content[id], err);
+    content_put(j->c, id, tile, cached);
+    if (st == TS_OK) j->c->content_tested[id] = true;
+    return st;
+}
+
+/* On the first rank, after the stage pass and the bridges: the content of
+ * the tiles without a matched pair that content_pass did not test (the
+ * stage pass refused every pair they had), against the pattern it
+ * learned. */
+static ts_status content_late(est_ctx *c, ts_error *err) {
+    if (!c->content_check) return TS_OK;
+    const size_t nt = (size_t)(c->ntiles ? c->ntiles : 1);
+    int64_t *tiles = malloc(nt * sizeof *tiles), n = 0;
+    bool *paired = calloc(nt, sizeof *paired);
+    ts_status st = tiles && paired ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
+    if (st == TS_OK) {
+        mark_paired(c, true, paired);
+        for (int64_t t = 0; t < c->ntiles; t++)
+            if (!paired[t] && !(c->content_tested && c->content_tested[t])) tiles[n++] = t;
+    }
+    if (st == TS_OK && n && !c->content) {
+        c->content = calloc(nt, sizeof *c->content);
+        c->content_tested = calloc(nt, sizeof *c->content_tested);
+        if (!c->content || !c->content_tested)
+            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
+    }
+    content_late_job job = {c, tiles};
+    if (st == TS_OK && n) st = ts_pool_run(c->pool, n, content_late_one, &job, err);
+    free(tiles), free(paired);
     return st;
 }
 
@@ -1091,7 +1176,7 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
                               c->opt->cache_bytes, load_tile, release_tile, c, c->opt->dist, c->opt->progress,
-                              c->opt->progress_user};
+                              c->opt->progress_user, c->blank};
     ts_stage_summary sum;
     /* (with p NULL it fails after the ranks' collectives) */
     ts_status st = ts_stage_reregister(&ps, p, c->nedges, &sum, err);
@@ -1249,11 +1334,13 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
         for (int64_t i = 0; i < c.nedges; i++) c.edges[i].rank = ts_dist_share_rank(c.nedges, ts_dist_size(dist), i);
         qsort(c.edges, (size_t)c.nedges, sizeof *c.edges, cmp_canon);
     }
+    /* (every rank: its collectives) */
+    if (st == TS_OK) st = content_pass(&c, err);
+    st = ts_dist_agree(dist, st, err);
     /* Every rank or none (the pass's collectives) */
     if (st == TS_OK) st = stage_model_pass(&c, result, err);
     st = ts_dist_agree(dist, st, err);
-    /* (every rank: its collectives) */
-    if (st == TS_OK) st = content_pass(&c, err);
+    if (st == TS_OK && ts_dist_rank(dist) == 0) st = content_late(&c, err);
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK && ts_dist_rank(dist) == 0) st = solve_and_write(&c, s, result, err);
     st = ts_dist_agree(dist, st, err);
@@ -1267,6 +1354,9 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     free(c.edges);
     free(c.bridges);
     free(c.content);
+    free(c.content_tested);
+    free(c.blank);
+    ts_content_check_free(c.content_check);
     free(c.cell);
     free(c.kept);
     free(c.tile_base);

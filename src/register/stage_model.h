@@ -189,6 +189,10 @@ typedef struct ts_stage_pass {
     /* Optional: ("reregister", this rank's pairs done, its pairs). */
     ts_progress_fn progress;
     void *progress_user;
+    /* Optional, by tile id (the same on every rank): tiles without content
+     * (content.h), whose pairs are not redone (only noise to match: the
+     * window search would refuse them). NULL: none. */
+    const bool *blank;
 } ts_stage_pass;
 
 typedef struct ts_stage_summary {

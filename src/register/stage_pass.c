@@ -287,6 +287,7 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
             have[d] = ts_stage_geometry(&sum->model, (ts_pair_dir)d, ps->h, ps->w, ps->reg, &base[d]);
         for (int64_t i = 0; i < n; i++) {
             if (!plan[i].redo || !have[p[i].dir]) continue;
+            if (ps->blank && (ps->blank[p[i].ta] || ps->blank[p[i].tb])) continue;
             /* The strips over the overlap the model predicts for the pair's
              * row (column); none when it predicts no overlap to search. */
             if (!ts_strip_geometry_at(&base[p[i].dir], ps->h, ps->w, plan[i].ey, plan[i].ex, &geo[njobs])) continue;

@@ -147,10 +147,11 @@ static void test_pass(void **state) {
     assert_false(ev.rereg_before_reg);
     assert_int_equal(ev.rereg_last, ev.rereg_total); /* counted to its end */
     assert_int_equal(ev.rereg, ev.rereg_total);
-    /* kept: none decoded again, but once for the content check
-     * (content.h) each tile left without a pair */
-    assert_int_equal(r1.tile_reads, r1.tiles + r1.content_reads);
-    assert_int_equal(r1.content_reads, r1.isolated_tiles);
+    /* kept: none decoded again, not even for the content check
+     * (content.h), which takes the tiles without a pair from the first
+     * pass's cache */
+    assert_int_equal(r1.tile_reads, r1.tiles);
+    assert_int_equal(r1.content_reads, 0);
 
     void *two = estimate(&(run){plate, 24, 2, 0, false, NULL}, "s2.yaml", &r2, &n2);
     assert_int_equal(n1, n2);
@@ -161,6 +162,9 @@ static void test_pass(void **state) {
     assert_int_equal(n1, n3);
     assert_memory_equal(one, small, n1);
     assert_true(r3.tile_reads > r3.tiles);
+    /* nothing kept: the content check decodes the tiles it tests, the
+     * isolated ones among them */
+    assert_true(r3.content_reads >= r3.isolated_tiles && r3.isolated_tiles > 0);
     free(one), free(two), free(small);
     ts_estimate_result_free(&r1), ts_estimate_result_free(&r2), ts_estimate_result_free(&r3);
 }
@@ -316,6 +320,9 @@ static int64_t grid_pairs(ts_stage_pair *p) {
     return n;
 }
 
+/* Whether grid_pairs made q matched (all but row 0's right pairs). */
+static bool grid_pairs_matched(const ts_stage_pair *q) { return !(q->dir == TS_PAIR_RIGHT && q->ta < RG_COLS); }
+
 typedef struct rank_job {
     const ts_dist *dist;
     ts_stage_pair p[64];
@@ -323,6 +330,7 @@ typedef struct rank_job {
     rank_reads reads;
     ts_stage_summary sum;
     ts_status st;
+    const bool *blank; /* ts_stage_pass's */
 } rank_job;
 
 static void *redo_as_rank(void *user) {
@@ -331,7 +339,7 @@ static void *redo_as_rank(void *user) {
     ts_register_options_init(&reg);
     ts_pool *pool = ts_pool_create(1);
     const ts_stage_pass ps = {RG_H, RG_W, &reg, pool, RG_COLS * RG_ROWS, NULL, 64u << 20, ranks_load, NULL, &j->reads,
-                              j->dist, NULL, NULL};
+                              j->dist, NULL, NULL, j->blank};
     ts_error err;
     j->st = ts_stage_reregister(&ps, j->p, j->n, &j->sum, &err);
     ts_pool_destroy(pool);
@@ -374,6 +382,40 @@ static void test_ranks_redo_their_own_pairs(void **state) {
     print_message("tiles read: one process %d, rank 0 %d, rank 1 %d\n", RG_COLS, reads[0], reads[1]);
     assert_int_equal(reads[0], RG_COLS); /* row 0's tiles, once each */
     assert_int_equal(reads[1], 0);
+    for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
+}
+
+/* A tile the content check found blank (ts_stage_pass.blank): none of its
+ * pairs is searched again, and it is never read; the others are redone as
+ * before. Row 0's four right pairs are unmatched; tile 2 takes two. */
+static void test_blank_tiles_not_redone(void **state) {
+    (void)state;
+    make_grid_tiles();
+    static rank_job all, skip;
+    all.n = grid_pairs(all.p);
+    redo_as_rank(&all);
+    bool blank[RG_COLS * RG_ROWS] = {false};
+    blank[2] = true;
+    skip.n = grid_pairs(skip.p);
+    skip.blank = blank;
+    redo_as_rank(&skip);
+    assert_int_equal(all.st, TS_OK);
+    assert_int_equal(skip.st, TS_OK);
+    assert_int_equal(all.sum.redone, RG_COLS - 1);
+    assert_int_equal(skip.sum.redone, RG_COLS - 3);
+    assert_int_equal(skip.reads.tiles[2], 0);
+    assert_true(all.reads.tiles[2] > 0);
+    for (int64_t i = 0; i < skip.n; i++) {
+        const ts_stage_pair *q = &skip.p[i];
+        if (q->ta == 2 || q->tb == 2) {
+            assert_false(q->replaced);
+            assert_int_equal(q->res.matched, grid_pairs_matched(q));
+        } else {
+            assert_memory_equal(&q->res, &all.p[i].res, sizeof q->res);
+            assert_int_equal(q->replaced, all.p[i].replaced);
+        }
+    }
+    assert_true(skip.sum.replaced >= 1);
     for (int t = 0; t < RG_COLS * RG_ROWS; t++) free(rg_tiles[t]);
 }
 
@@ -477,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_probes_keep_nothing),
         cmocka_unit_test(test_add_uses),
         cmocka_unit_test(test_ranks_redo_their_own_pairs),
+        cmocka_unit_test(test_blank_tiles_not_redone),
         cmocka_unit_test(test_refuses_outlying),
         cmocka_unit_test(test_refuses_unsupported),
     };
