@@ -875,12 +875,12 @@ typedef struct content_job {
     atomic_llong done;
 } content_job;
 
-/* Tile id for the content test: from the first pass's cache where it kept
- * the tile for the stage pass (every tile without a matched pair, unless
- * the plate exceeds --cache: its pairs may all be redone), else decoded
- * (counted in content_reads). content_put gives it back. */
-static ts_status content_get(est_ctx *c, int64_t id, bool may_cache, ts_samples *tile, bool *cached, ts_error *err) {
-    *cached = may_cache && c->kept && atomic_load(&c->kept[id]);
+/* Tile id for the content test: from the first pass's cache while it
+ * keeps the tile for the stage pass (every tile without a matched pair,
+ * unless the plate exceeds --cache: its pairs may all be redone), else
+ * decoded (counted in content_reads). content_put gives it back. */
+static ts_status content_get(est_ctx *c, int64_t id, ts_samples *tile, bool *cached, ts_error *err) {
+    *cached = c->kept && atomic_load(&c->kept[id]);
     if (*cached) {
         ts_tile_cache_add_uses(c->cache, id, 1); /* this get's, so the stage pass's use stays */
         return ts_tile_cache_get(c->cache, id, tile, err);
@@ -902,13 +902,25 @@ static void content_put(est_ctx *c, int64_t id, ts_samples tile, bool cached) {
     else release_tile(c, id, (void *)tile.p);
 }
 
+/* Tile id's share of content (ts_tile_content) against check's pattern. */
+static ts_status tile_content_of(est_ctx *c, const ts_content_check *check, int64_t id, double *share,
+                                 ts_error *err) {
+    ts_samples tile;
+    bool cached;
+    ts_status st = content_get(c, id, &tile, &cached, err);
+    if (st != TS_OK) return st;
+    st = ts_tile_content(check, tile, share, err);
+    content_put(c, id, tile, cached);
+    return st;
+}
+
 static ts_status content_pattern_one(void *user, int64_t k, int worker, ts_error *err) {
     (void)worker;
     content_job *j = user;
     const int64_t id = j->tiles[k];
     ts_samples tile;
     bool cached;
-    ts_status st = content_get(j->c, id, true, &tile, &cached, err);
+    ts_status st = content_get(j->c, id, &tile, &cached, err);
     if (st != TS_OK) return st;
     st = ts_content_cells(j->check, tile, j->cells + (size_t)k * ts_content_ncells(j->check), &j->noise[k], err);
     content_put(j->c, id, tile, cached);
@@ -924,11 +936,7 @@ static ts_status content_measure_one(void *user, int64_t k, int worker, ts_error
         st = ts_content_share(j->check, j->cells + (size_t)i * ts_content_ncells(j->check), j->noise[i], true,
                               &j->share[k], err);
     } else {
-        ts_samples tile;
-        bool cached;
-        if ((st = content_get(j->c, id, true, &tile, &cached, err)) != TS_OK) return st;
-        st = ts_tile_content(j->check, tile, &j->share[k], err);
-        content_put(j->c, id, tile, cached);
+        st = tile_content_of(j->c, j->check, id, &j->share[k], err);
     }
     const int64_t done = atomic_fetch_add(&j->done, 1) + 1;
     if (st == TS_OK && j->c->opt->progress) {
@@ -1054,12 +1062,7 @@ static ts_status content_late_one(void *user, int64_t k, int worker, ts_error *e
     (void)worker;
     content_late_job *j = user;
     const int64_t id = j->tiles[k];
-    ts_samples tile;
-    bool cached;
-    ts_status st = content_get(j->c, id, false, &tile, &cached, err);
-    if (st != TS_OK) return st;
-    st = ts_tile_content(j->c->content_check, tile, &j->c->content[id], err);
-    content_put(j->c, id, tile, cached);
+    ts_status st = tile_content_of(j->c, j->c->content_check, id, &j->c->content[id], err);
     if (st == TS_OK) j->c->content_tested[id] = true;
     return st;
 }
@@ -1188,9 +1191,11 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
      * diagonal neighbours, where the corners match, on the first rank (which
      * solves), from the tiles it kept where it has them. */
     if (st == TS_OK && ts_dist_rank(c->opt->dist) == 0) st = diagonal_bridges(c, &sum.model, err);
-    if (c->kept) { /* the tiles kept for the pass: dropped now */
+    if (c->kept) { /* the tiles kept for the pass: dropped now, and no longer marked (content_get) */
         for (int64_t t = 0; t < c->ntiles; t++)
             if (c->kept[t]) ts_tile_cache_add_uses(c->cache, t, -1);
+        free(c->kept);
+        c->kept = NULL;
     } else {
         c->stage_tile_reads += sum.tile_reads;
     }
