@@ -359,54 +359,98 @@ static inline float surf_at(const ts_registrar *r, int y, int x) {
     return r->real[(size_t)y * (size_t)r->w + (size_t)x];
 }
 
-/* The k highest local maxima (3x3, periodic) of the surface, best first. */
-static int top_peaks(const ts_registrar *r, peak *out, int k) {
-    int n = 0;
-    const int h = r->h, w = r->w;
-    for (int y = 0; y < h; y++) {
-        const float *row = r->real + (size_t)y * (size_t)w;
-        const bool inner_y = y > 0 && y + 1 < h;
-        for (int x = 0; x < w; x++) {
-            if (n == k) {
-                /* Full: runs of eight at most the k-th value are passed over
-                 * in a few vector compares (each would be skipped below; a
-                 * NaN is never a maximum either). This scan ran over every
-                 * value of the surface, twice a pair. */
-                const ts_v4f t = ts_v4f_splat(out[k - 1].value);
-                typedef int32_t v4i __attribute__((vector_size(16)));
-                for (; x + 8 <= w; x += 8) {
-                    const v4i above = (ts_v4f_load(row + x) > t) | (ts_v4f_load(row + x + 4) > t);
-                    if (above[0] | above[1] | above[2] | above[3]) break;
-                }
-                if (x >= w) break;
-            }
-            float v = row[x];
-            if (n == k && v <= out[n - 1].value) continue;
-            bool is_max = true;
-            if (inner_y && x > 0 && x + 1 < w) {
-                /* Away from the edges the neighbours need no wrapping (the
-                 * same test as below, without the modulo arithmetic). */
-                const float *up = row - w, *dn = row + w;
-                is_max = up[x - 1] < v && up[x] < v && up[x + 1] < v && row[x - 1] < v && row[x + 1] <= v &&
-                         dn[x - 1] <= v && dn[x] <= v && dn[x + 1] <= v;
-            } else {
-                for (int dy = -1; dy <= 1 && is_max; dy++)
-                    for (int dx = -1; dx <= 1; dx++) {
-                        if (!dy && !dx) continue;
-                        float u = surf_at(r, y + dy, x + dx);
-                        /* Ties: only the first in scan order counts. */
-                        if (u > v || (u == v && (dy < 0 || (dy == 0 && dx < 0)))) { is_max = false; break; }
-                    }
-            }
-            if (!is_max) continue;
-            int pos = n < k ? n++ : k - 1;
-            while (pos > 0 && out[pos - 1].value < v) {
-                out[pos] = out[pos - 1];
-                pos--;
-            }
-            out[pos] = (peak){y, x, v};
-        }
+/* (y, x, v) among the k best so far, best first, if it beats the k-th. */
+static inline void offer_peak(peak *out, int *n, int k, int y, int x, float v) {
+    if (*n == k && v <= out[k - 1].value) return;
+    int pos = *n < k ? (*n)++ : k - 1;
+    while (pos > 0 && out[pos - 1].value < v) {
+        out[pos] = out[pos - 1];
+        pos--;
     }
+    out[pos] = (peak){y, x, v};
+}
+
+/* Whether (y, x), of value v, is a local maximum of the 3x3 neighbourhood,
+ * the surface periodic: above the neighbours before it in scan order, at
+ * least the ones after (ties: only the first counts). A NaN, its own or a
+ * neighbour's, fails a comparison, as in local_max_inner. */
+static bool local_max_wrapped(const float *surf, int h, int w, int y, int x, float v) {
+    const int ys[3] = {y > 0 ? y - 1 : h - 1, y, y + 1 < h ? y + 1 : 0};
+    const int xs[3] = {x > 0 ? x - 1 : w - 1, x, x + 1 < w ? x + 1 : 0};
+    for (int dy = -1; dy <= 1; dy++)
+        for (int dx = -1; dx <= 1; dx++) {
+            if (!dy && !dx) continue;
+            const float u = surf[(size_t)ys[dy + 1] * (size_t)w + (size_t)xs[dx + 1]];
+            const bool before = dy < 0 || (dy == 0 && dx < 0);
+            if (before ? !(u < v) : !(u <= v)) return false;
+        }
+    return true;
+}
+
+/* The same test away from the edges, where no neighbour wraps. */
+static inline bool local_max_inner(const float *row, int w, int x, float v) {
+    const float *up = row - w, *dn = row + w;
+    return up[x - 1] < v && up[x] < v && up[x + 1] < v && row[x - 1] < v && row[x + 1] <= v && dn[x - 1] <= v &&
+           dn[x] <= v && dn[x + 1] <= v;
+}
+
+/* The k highest local maxima (3x3, periodic) of the surface, best first.
+ * The surface is smooth (the spectrum's Gaussian weight), so the slopes
+ * around its highest peaks stay above the k-th best for many values:
+ * away from the edges, eight values at a time are tested in vector lanes,
+ * against the k-th best and their eight neighbours (local_max_inner's
+ * comparisons, lane by lane), and only the maxima among them are offered,
+ * in scan order, each against the k-th best at its turn. This scan runs
+ * over every value of the surface, twice a pair. */
+static int local_maxima_top(const float *surf, int h, int w, peak *out, int k) {
+    int n = 0;
+    for (int y = 0; y < h; y++) {
+        const float *row = surf + (size_t)y * (size_t)w;
+        if (y == 0 || y + 1 == h || w < 3) {
+            for (int x = 0; x < w; x++)
+                if (!(n == k && row[x] <= out[k - 1].value) && local_max_wrapped(surf, h, w, y, x, row[x]))
+                    offer_peak(out, &n, k, y, x, row[x]);
+            continue;
+        }
+        if (!(n == k && row[0] <= out[k - 1].value) && local_max_wrapped(surf, h, w, y, 0, row[0]))
+            offer_peak(out, &n, k, y, 0, row[0]);
+        const float *up = row - w, *dn = row + w;
+        int x = 1;
+        for (; x + 8 <= w - 1; x += 8) {
+            const ts_v4f t = ts_v4f_splat(n == k ? out[k - 1].value : -INFINITY);
+            const ts_v4f v0 = ts_v4f_load(row + x), v1 = ts_v4f_load(row + x + 4);
+            ts_v4i m0 = v0 > t, m1 = v1 > t;
+            /* Most blocks lie below the k-th best: one test decides. */
+            if (!ts_v4i_bits(m0 | m1)) continue;
+#define LOCAL_MAX(m, v, o)                                                                                             \
+    m &= (ts_v4f_load(up + x + (o)-1) < v) & (ts_v4f_load(up + x + (o)) < v) & (ts_v4f_load(up + x + (o) + 1) < v) &   \
+         (ts_v4f_load(row + x + (o)-1) < v) & (ts_v4f_load(row + x + (o) + 1) <= v) &                                  \
+         (ts_v4f_load(dn + x + (o)-1) <= v) & (ts_v4f_load(dn + x + (o)) <= v) & (ts_v4f_load(dn + x + (o) + 1) <= v)
+            LOCAL_MAX(m0, v0, 0);
+            LOCAL_MAX(m1, v1, 4);
+#undef LOCAL_MAX
+            for (unsigned bits = ts_v4i_bits(m0) | ts_v4i_bits(m1) << 4; bits; bits &= bits - 1) {
+                const int i = __builtin_ctz(bits);
+                offer_peak(out, &n, k, y, x + i, row[x + i]);
+            }
+        }
+        for (; x < w - 1; x++)
+            if (!(n == k && row[x] <= out[k - 1].value) && local_max_inner(row, w, x, row[x]))
+                offer_peak(out, &n, k, y, x, row[x]);
+        if (!(n == k && row[w - 1] <= out[k - 1].value) && local_max_wrapped(surf, h, w, y, w - 1, row[w - 1]))
+            offer_peak(out, &n, k, y, w - 1, row[w - 1]);
+    }
+    return n;
+}
+
+static int top_peaks(const ts_registrar *r, peak *out, int k) { return local_maxima_top(r->real, r->h, r->w, out, k); }
+
+int ts_local_maxima_top(const float *surf, int h, int w, int k, int *ys, int *xs, float *values) {
+    peak out[MAX_CANDIDATES + 1];
+    if (k > MAX_CANDIDATES + 1) k = MAX_CANDIDATES + 1;
+    if (k < 1 || h < 1 || w < 1) return 0;
+    const int n = local_maxima_top(surf, h, w, out, k);
+    for (int i = 0; i < n; i++) ys[i] = out[i].y, xs[i] = out[i].x, values[i] = out[i].value;
     return n;
 }
 

@@ -58,12 +58,6 @@
 /* Eight float lanes (vec.h's ts_v8f: one AVX register, two SSE2 ones):
  * the fits' row sums run in eight lanes in both variants below, so
  * both give the same bits (test_refine_isas_same_bits). */
-/* Unaligned loads and stores through a type that may alias floats (what
- * the compilers' own unaligned-load intrinsics do); macros, not functions,
- * since a ts_v8f passed or returned changes the ABI without AVX. */
-typedef float v8f_unaligned __attribute__((vector_size(8 * sizeof(float)), aligned(4), may_alias));
-#define v8f_load(p) (*(const v8f_unaligned *)(const void *)(p))
-#define v8f_store(p, v) (*(v8f_unaligned *)(void *)(p) = (v))
 #define V8F_SPLAT(x) ((ts_v8f){(x), (x), (x), (x), (x), (x), (x), (x)})
 /* Lanes 0-3 and 4-7 summed as ts_v4f_sum2 sums its two vectors. */
 #define V8F_SUM(v) ts_v4f_sum2((ts_v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, (ts_v4f){(v)[4], (v)[5], (v)[6], (v)[7]})
@@ -246,9 +240,9 @@ __attribute__((always_inline)) static inline bool normal_equations_body(const fl
         const float *r1 = r0 + cs, *r2 = r1 + cs, *r3 = r2 + cs;
         int j = 0;
         for (; j + 8 <= nc; j += 8) {
-            ts_v8f c0 = v8f_load(r0 + j), c1 = v8f_load(r1 + j), c2 = v8f_load(r2 + j), c3 = v8f_load(r3 + j);
-            v8f_store(V + j, WY0 * c0 + WY1 * c1 + WY2 * c2 + WY3 * c3);
-            v8f_store(D + j, DY0 * c0 + DY1 * c1 + DY2 * c2 + DY3 * c3);
+            ts_v8f c0 = ts_v8f_load(r0 + j), c1 = ts_v8f_load(r1 + j), c2 = ts_v8f_load(r2 + j), c3 = ts_v8f_load(r3 + j);
+            ts_v8f_store(V + j, WY0 * c0 + WY1 * c1 + WY2 * c2 + WY3 * c3);
+            ts_v8f_store(D + j, DY0 * c0 + DY1 * c1 + DY2 * c2 + DY3 * c3);
         }
         for (; j < nc; j++) {
             V[j] = wy[0] * r0[j] + wy[1] * r1[j] + wy[2] * r2[j] + wy[3] * r3[j];
@@ -262,13 +256,13 @@ __attribute__((always_inline)) static inline bool normal_equations_body(const fl
                V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0}, E2 = {0};
         int x = 0;
         for (; x + 8 <= nx; x += 8) {
-            ts_v8f v0 = v8f_load(V + x), v1 = v8f_load(V + x + 1), v2 = v8f_load(V + x + 2), v3 = v8f_load(V + x + 3);
-            ts_v8f d0 = v8f_load(D + x), d1 = v8f_load(D + x + 1), d2 = v8f_load(D + x + 2), d3 = v8f_load(D + x + 3);
+            ts_v8f v0 = ts_v8f_load(V + x), v1 = ts_v8f_load(V + x + 1), v2 = ts_v8f_load(V + x + 2), v3 = ts_v8f_load(V + x + 3);
+            ts_v8f d0 = ts_v8f_load(D + x), d1 = ts_v8f_load(D + x + 1), d2 = ts_v8f_load(D + x + 2), d3 = ts_v8f_load(D + x + 3);
             ts_v8f av = WX0 * v0 + WX1 * v1 + WX2 * v2 + WX3 * v3 - CA;
             ts_v8f ay = WX0 * d0 + WX1 * d1 + WX2 * d2 + WX3 * d3;
             ts_v8f ax = DX0 * v0 + DX1 * v1 + DX2 * v2 + DX3 * v3;
             ts_v8f j0 = G * ay, j1 = G * ax;
-            ts_v8f e = v8f_load(pb + x) - (G * av + OFF);
+            ts_v8f e = ts_v8f_load(pb + x) - (G * av + OFF);
             M00 += j0 * j0, M01 += j0 * j1, M02 += j0 * av, M03 += j0;
             M11 += j1 * j1, M12 += j1 * av, M13 += j1;
             M22 += av * av, M23 += av;
@@ -436,14 +430,14 @@ __attribute__((always_inline)) static inline void bilinear_sums_body(const float
                V0 = {0}, V1 = {0}, V2 = {0}, V3 = {0};
         int x = 0;
         for (; x + 8 <= nx; x += 8) {
-            ts_v8f av = W00 * v8f_load(a0 + x) + W01 * v8f_load(a0 + x + 1) + W10 * v8f_load(a1 + x) +
-                        W11 * v8f_load(a1 + x + 1) - CA;
-            ts_v8f ay = W00 * v8f_load(gy0 + x) + W01 * v8f_load(gy0 + x + 1) + W10 * v8f_load(gy1 + x) +
-                        W11 * v8f_load(gy1 + x + 1);
-            ts_v8f ax = W00 * v8f_load(gx0 + x) + W01 * v8f_load(gx0 + x + 1) + W10 * v8f_load(gx1 + x) +
-                        W11 * v8f_load(gx1 + x + 1);
+            ts_v8f av = W00 * ts_v8f_load(a0 + x) + W01 * ts_v8f_load(a0 + x + 1) + W10 * ts_v8f_load(a1 + x) +
+                        W11 * ts_v8f_load(a1 + x + 1) - CA;
+            ts_v8f ay = W00 * ts_v8f_load(gy0 + x) + W01 * ts_v8f_load(gy0 + x + 1) + W10 * ts_v8f_load(gy1 + x) +
+                        W11 * ts_v8f_load(gy1 + x + 1);
+            ts_v8f ax = W00 * ts_v8f_load(gx0 + x) + W01 * ts_v8f_load(gx0 + x + 1) + W10 * ts_v8f_load(gx1 + x) +
+                        W11 * ts_v8f_load(gx1 + x + 1);
             ts_v8f j0 = G * ay, j1 = G * ax;
-            ts_v8f e = v8f_load(pb + x) - (G * av + OFF);
+            ts_v8f e = ts_v8f_load(pb + x) - (G * av + OFF);
             M00 += j0 * j0; M01 += j0 * j1; M02 += j0 * av; M03 += j0;
             M11 += j1 * j1; M12 += j1 * av; M13 += j1;
             M22 += av * av; M23 += av;

@@ -113,6 +113,11 @@ double ts_overlap_ncc(const float *a, const float *b, int h, int w, int sy, int 
 bool ts_overlap_ncc_isa(const char *isa, const float *a, const float *b, int h, int w, int sy, int sx,
                         double *ncc);
 
+/* Tests: the k (at most 33) highest 3x3 local maxima of an h x w surface,
+ * periodic, best first (ties: the first in scan order), as the correlation
+ * peaks are found; their count. */
+int ts_local_maxima_top(const float *surf, int h, int w, int k, int *ys, int *xs, float *values);
+
 /* For searches that are not a correlation (the stage model's window,
  * reregister.c), from the registrar's buffers: the strips copied and
  * pre-filtered as ts_register_strips does them (*ha, *hb the

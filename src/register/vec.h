@@ -13,6 +13,7 @@
 #ifndef TS_REGISTER_VEC_H
 #define TS_REGISTER_VEC_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "common/isa.h"
@@ -32,6 +33,18 @@ static inline ts_v4f ts_v4f_load(const float *p) {
 static inline void ts_v4f_store(float *p, ts_v4f v) { memcpy(p, &v, sizeof v); }
 
 static inline ts_v4f ts_v4f_splat(float x) { return (ts_v4f){x, x, x, x}; }
+
+/* Four lanes of a comparison of ts_v4f (each all ones or zero), and which
+ * are set, as bits 0-3 (one instruction on x86: movmskps). */
+typedef int32_t ts_v4i __attribute__((vector_size(4 * sizeof(int32_t))));
+
+static inline unsigned ts_v4i_bits(ts_v4i m) {
+#ifdef TS_ISA_X86
+    return (unsigned)__builtin_ia32_movmskps((ts_v4f)m);
+#else
+    return (m[0] ? 1u : 0u) | (m[1] ? 2u : 0u) | (m[2] ? 4u : 0u) | (m[3] ? 8u : 0u);
+#endif
+}
 
 /* Two doubles (an SSE2 register) and the two floats they convert to/from
  * (__builtin_convertvector). */
@@ -69,6 +82,13 @@ static inline double ts_sum_f64(const float *img, size_t n) {
  * build and in the AVX2 one below. */
 typedef float ts_v8f __attribute__((vector_size(8 * sizeof(float))));
 typedef double ts_v4d __attribute__((vector_size(4 * sizeof(double))));
+/* Unaligned loads and stores of eight floats through a type that may
+ * alias them (what the compilers' own unaligned-load intrinsics do);
+ * macros, not functions, since a ts_v8f passed or returned changes the ABI
+ * without AVX. */
+typedef float ts_v8f_unaligned __attribute__((vector_size(8 * sizeof(float)), aligned(4), may_alias));
+#define ts_v8f_load(p) (*(const ts_v8f_unaligned *)(const void *)(p))
+#define ts_v8f_store(p, v) (*(ts_v8f_unaligned *)(void *)(p) = (v))
 
 /* A loop body compiled twice (common/isa.h), for the x86-64 baseline
  * (SSE2) and, as TS_TARGET_AVX2 functions, for AVX2: the wide types above

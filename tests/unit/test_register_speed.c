@@ -1,5 +1,7 @@
 /* The registration's fast paths against their plain definitions: the
- * lane-wise overlap NCC against a double-precision NCC, and the per-pair
+ * lane-wise overlap NCC against a double-precision NCC, the correlation
+ * surface's highest local maxima (found eight values at a time) against
+ * a plain scan, and the per-pair
  * memo of scored shifts (same results with and without it, and fewer NCCs
  * computed with it). */
 #include <setjmp.h>
@@ -9,6 +11,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +212,94 @@ static void register_with(bool memo, int h, int w, double ty, double tx, ts_regi
     free(scene), free(a), free(b);
 }
 
+/* The definition: every value whose eight periodic neighbours are below
+ * it (those before it in scan order) or at most it (those after), in scan
+ * order, then sorted by value, highest first, ties keeping scan order. */
+static int local_maxima_reference(const float *s, int h, int w, int k, int *ys, int *xs, float *vs) {
+    int n = 0, cap = h * w;
+    int *my = malloc(sizeof(int) * (size_t)cap), *mx = malloc(sizeof(int) * (size_t)cap);
+    float *mv = malloc(sizeof(float) * (size_t)cap);
+    assert_non_null(my), assert_non_null(mx), assert_non_null(mv);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const float v = s[y * w + x];
+            bool max = !isnan(v);
+            for (int dy = -1; dy <= 1 && max; dy++)
+                for (int dx = -1; dx <= 1 && max; dx++) {
+                    if (!dy && !dx) continue;
+                    const float u = s[((y + dy + h) % h) * w + (x + dx + w) % w];
+                    const bool before = dy < 0 || (dy == 0 && dx < 0);
+                    max = before ? u < v : u <= v;
+                }
+            if (max) my[n] = y, mx[n] = x, mv[n] = v, n++;
+        }
+    for (int i = 1; i < n; i++) /* insertion sort: stable */
+        for (int j = i; j > 0 && mv[j - 1] < mv[j]; j--) {
+            int ty = my[j], tx = mx[j];
+            float tv = mv[j];
+            my[j] = my[j - 1], mx[j] = mx[j - 1], mv[j] = mv[j - 1];
+            my[j - 1] = ty, mx[j - 1] = tx, mv[j - 1] = tv;
+        }
+    if (n > k) n = k;
+    for (int i = 0; i < n; i++) ys[i] = my[i], xs[i] = mx[i], vs[i] = mv[i];
+    free(my), free(mx), free(mv);
+    return n;
+}
+
+/* Smooth surfaces (box-blurred noise, as the spectrum's Gaussian weight
+ * makes them), their values rounded so that neighbours tie, with NaNs and
+ * infinities here and there, at the strips' shapes and at the small sizes
+ * where every value is at an edge. */
+static void test_local_maxima_top(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {1, 7}, {2, 2}, {3, 3}, {3, 11}, {5, 17}, {9, 9}, {17, 33},
+                             {40, 256}, {256, 40}, {80, 512}, {23, 10}};
+    const int ks[] = {1, 5, 12, 13, 33};
+    int checked = 0, ties = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int h = shapes[si][0], w = shapes[si][1];
+        float *noise = malloc(sizeof(float) * (size_t)(h * w)), *s = malloc(sizeof(float) * (size_t)(h * w));
+        assert_non_null(noise), assert_non_null(s);
+        for (int round = 0; round < 6; round++) {
+            for (int i = 0; i < h * w; i++) noise[i] = (float)urand();
+            const int radius = round % 3; /* 0: noise itself */
+            const float step = round < 3 ? 0.0f : 0.05f;
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    float sum = 0;
+                    for (int dy = -radius; dy <= radius; dy++)
+                        for (int dx = -radius; dx <= radius; dx++)
+                            sum += noise[((y + dy + h) % h) * w + (x + dx + w) % w];
+                    s[y * w + x] = step > 0 ? step * roundf(sum / step) : sum;
+                }
+            if (round == 5) {
+                s[(h * w) / 2] = NAN;
+                s[(h * w) / 3] = INFINITY;
+                s[(h * w) / 5] = -INFINITY;
+            }
+            for (int i = 0; i + 1 < h * w; i++) ties += s[i] == s[i + 1];
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+                int ry[33], rx[33], gy[33], gx[33];
+                float rv[33], gv[33];
+                const int want = local_maxima_reference(s, h, w, ks[ki], ry, rx, rv);
+                const int got = ts_local_maxima_top(s, h, w, ks[ki], gy, gx, gv);
+                if (got != want) print_message("%dx%d round %d k %d: %d maxima, the definition %d\n", h, w, round, ks[ki], got, want);
+                assert_int_equal(got, want);
+                for (int i = 0; i < got; i++) {
+                    assert_int_equal(gy[i], ry[i]);
+                    assert_int_equal(gx[i], rx[i]);
+                    assert_memory_equal(&gv[i], &rv[i], sizeof(float));
+                }
+                checked += got;
+            }
+        }
+        free(noise), free(s);
+    }
+    print_message("%d maxima compared, %d neighbouring values tied\n", checked, ties);
+    assert_true(checked > 1000); /* maxima were found and compared */
+    assert_true(ties > 100);     /* and the rounding made ties to break */
+}
+
 static void test_memo_same_results(void **state) {
     (void)state;
     static const int shapes[][2] = {{64, 200}, {256, 40}, {120, 120}};
@@ -238,6 +329,7 @@ int main(void) {
         cmocka_unit_test(test_ncc_matches_double),
         cmocka_unit_test(test_ncc_isas_same_bits),
         cmocka_unit_test(test_prefilter_isas_same_bits),
+        cmocka_unit_test(test_local_maxima_top),
         cmocka_unit_test(test_memo_same_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
