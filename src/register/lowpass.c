@@ -13,13 +13,13 @@
  * at 0.85-1.6); a fixed 0.8 cost the latter 0.92 px rms against 0.58
  * (docs/register.md, step 8). */
 #include "register/lowpass.h"
-#include "register/size_cache.h"
 
 #include <fftw3.h>
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -40,76 +40,134 @@ static double butter_power(int y, int x, int h, int w, double cutoff, int order)
 #define BINS 48
 #define BIN_WIDTH 0.05 /* rad/px */
 
-/* Plans by size, least recently used replaced: a plate's overlaps come in
- * a few dozen sizes (the overlap's depth by its length, both varying with
- * the stage's scatter), and planning, even FFTW_ESTIMATE, costs more than
- * the transforms. A small plate still plans nearly every crop: on
- * test_register_robust's cell24 (45 pairs, all re-fitted) estimate takes
- * 112 ms against 56 with the Gaussian re-fit, 37% of it in FFTW's
- * planner (143 ms without this cache). */
-#define PLAN_SLOTS 64
-
+/* Plans by length, for the transform done one axis at a time: a plate's
+ * overlaps come in a few dozen sizes (the overlap's depth by its length,
+ * both varying with the stage's scatter), nearly every size of a small
+ * plate a new one, and planning, even FFTW_ESTIMATE, costs more than the
+ * transforms. A 2-D plan per size cost 0.3-2.8 ms (on 24x24 tiles of 256
+ * px, 41 sizes for 40 re-fitted pairs: 55 ms of CPU, 8% of estimate,
+ * against 12 ms of transforms); the lengths recur across sizes, and the
+ * 2-D transform is the rows' then the columns' 1-D ones (FFTW's own 2-D
+ * plan does the same: the same bits). (On test_register_robust's cell24,
+ * 45 pairs all re-fitted, estimate took 112 ms against 56 with the
+ * Gaussian re-fit, 37% of it in FFTW's planner, 143 ms without a cache.) */
 typedef struct dct_plans {
     fftwf_plan fwd, inv;
 } dct_plans;
 
-static void dct_plans_free(void *item) {
-    dct_plans *d = item;
-    ts_fftwf_planner_lock();
-    if (d->fwd) fftwf_destroy_plan(d->fwd);
-    if (d->inv) fftwf_destroy_plan(d->inv);
-    ts_fftwf_planner_unlock();
-    free(d);
-}
+/* The plans are shared by every registrar alive (each thread's, the stage
+ * pass's, the bridges'): the two directions' overlaps have the same
+ * lengths, depth and length swapped. By length, never replaced while one
+ * registrar lives (a plan may be running in another thread; the lengths
+ * are at most the strips' sides), all destroyed with the last. */
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    dct_plans *by_length; /* [n]: fwd NULL where not made yet */
+    int n;
+    int users; /* ts_lowpass_plans alive */
+} shared;
 
 struct ts_lowpass_plans {
-    ts_size_cache cache; /* of dct_plans */
+    float *turned; /* the image transposed, for its columns */
+    size_t turned_size;
 };
 
 ts_lowpass_plans *ts_lowpass_plans_create(void) {
-    ts_lowpass_plans *p = malloc(sizeof *p);
-    if (p) ts_size_cache_init(&p->cache, PLAN_SLOTS, dct_plans_free);
+    ts_lowpass_plans *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_lock(&shared_lock);
+    shared.users++;
+    pthread_mutex_unlock(&shared_lock);
     return p;
 }
 
 void ts_lowpass_plans_free(ts_lowpass_plans *p) {
     if (!p) return;
-    ts_size_cache_clear(&p->cache);
+    free(p->turned);
     free(p);
+    pthread_mutex_lock(&shared_lock);
+    if (--shared.users == 0) {
+        ts_fftwf_planner_lock();
+        for (int n = 0; n < shared.n; n++) {
+            if (shared.by_length[n].fwd) fftwf_destroy_plan(shared.by_length[n].fwd);
+            if (shared.by_length[n].inv) fftwf_destroy_plan(shared.by_length[n].inv);
+        }
+        ts_fftwf_planner_unlock();
+        free(shared.by_length);
+        shared.by_length = NULL, shared.n = 0;
+    }
+    pthread_mutex_unlock(&shared_lock);
 }
 
-/* The h x w plans (made on first use), or NULL. In-place plans for any
- * alignment, executed on the caller's arrays. */
-static const dct_plans *plans_for(ts_lowpass_plans *p, int h, int w) {
-    const int key[TS_SIZE_KEYS] = {h, w, 0, 0};
-    dct_plans *d = ts_size_cache_find(&p->cache, key);
-    if (d) return d;
-    float *buf = fftwf_malloc((size_t)h * (size_t)w * sizeof(float));
-    if (!buf || !(d = calloc(1, sizeof *d))) {
+/* The length-n plans (made on first use), or NULL. In-place plans for any
+ * alignment, executed on each row of the caller's arrays. */
+static dct_plans plans_for(int n) {
+    dct_plans d = {NULL, NULL};
+    pthread_mutex_lock(&shared_lock);
+    if (n >= shared.n) {
+        const int grown = n + 1 > 2 * shared.n ? n + 1 : 2 * shared.n;
+        dct_plans *t = realloc(shared.by_length, (size_t)grown * sizeof *t);
+        if (!t) goto out;
+        memset(t + shared.n, 0, (size_t)(grown - shared.n) * sizeof *t);
+        shared.by_length = t, shared.n = grown;
+    }
+    dct_plans *at = &shared.by_length[n];
+    if (!at->fwd) {
+        float *buf = fftwf_malloc((size_t)n * sizeof(float));
+        if (!buf) goto out;
+        const unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
+        ts_fftwf_planner_lock();
+        fftwf_plan fwd = fftwf_plan_r2r_1d(n, buf, buf, FFTW_REDFT10, flags);
+        fftwf_plan inv = fftwf_plan_r2r_1d(n, buf, buf, FFTW_REDFT01, flags);
+        if (!fwd || !inv) {
+            if (fwd) fftwf_destroy_plan(fwd);
+            if (inv) fftwf_destroy_plan(inv);
+            fwd = inv = NULL;
+        }
+        ts_fftwf_planner_unlock();
         fftwf_free(buf);
-        return NULL;
+        at->fwd = fwd, at->inv = inv;
     }
-    const unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
-    ts_fftwf_planner_lock();
-    d->fwd = fftwf_plan_r2r_2d(h, w, buf, buf, FFTW_REDFT10, FFTW_REDFT10, flags);
-    d->inv = fftwf_plan_r2r_2d(h, w, buf, buf, FFTW_REDFT01, FFTW_REDFT01, flags);
-    ts_fftwf_planner_unlock();
-    fftwf_free(buf);
-    if (!d->fwd || !d->inv) {
-        dct_plans_free(d);
-        return NULL;
-    }
-    ts_size_cache_put(&p->cache, key, d);
+    d = *at;
+out:
+    pthread_mutex_unlock(&shared_lock);
     return d;
+}
+
+/* dst (w x h) = src (h x w) transposed, in 8 x 8 blocks. */
+static void transpose(const float *src, float *dst, int h, int w) {
+    for (int y0 = 0; y0 < h; y0 += 8)
+        for (int x0 = 0; x0 < w; x0 += 8) {
+            const int y1 = y0 + 8 < h ? y0 + 8 : h, x1 = x0 + 8 < w ? x0 + 8 : w;
+            for (int x = x0; x < x1; x++)
+                for (int y = y0; y < y1; y++) dst[(size_t)x * (size_t)h + (size_t)y] = src[(size_t)y * (size_t)w + (size_t)x];
+        }
+}
+
+/* The 2-D transform of v (h x w, in place): each row by the length-w
+ * plan, then each column, as a row of v transposed, by the length-h one. */
+static void dct_2d(ts_lowpass_plans *p, dct_plans rows, dct_plans cols, bool inverse, float *v, int h, int w) {
+    const fftwf_plan pr = inverse ? rows.inv : rows.fwd, pc = inverse ? cols.inv : cols.fwd;
+    for (int y = 0; y < h; y++) fftwf_execute_r2r(pr, v + (size_t)y * (size_t)w, v + (size_t)y * (size_t)w);
+    transpose(v, p->turned, h, w);
+    for (int x = 0; x < w; x++)
+        fftwf_execute_r2r(pc, p->turned + (size_t)x * (size_t)h, p->turned + (size_t)x * (size_t)h);
+    transpose(p->turned, v, w, h);
 }
 
 bool ts_lowpass_pair(ts_lowpass_plans *plans, float *a, float *b, int h, int w, int order, double lo, double hi,
                      double *cutoff) {
     if (h < 1 || w < 1 || !plans) return false;
-    const dct_plans *d = plans_for(plans, h, w);
-    if (!d) return false;
-    fftwf_execute_r2r(d->fwd, a, a);
-    fftwf_execute_r2r(d->fwd, b, b);
+    const size_t n = (size_t)h * (size_t)w;
+    if (n > plans->turned_size) {
+        float *t = realloc(plans->turned, n * sizeof(float));
+        if (!t) return false;
+        plans->turned = t, plans->turned_size = n;
+    }
+    const dct_plans rows = plans_for(w), cols = plans_for(h);
+    if (!rows.fwd || !cols.fwd) return false;
+    dct_2d(plans, rows, cols, false, a, h, w);
+    dct_2d(plans, rows, cols, false, b, h, w);
     /* The two views' noise is independent, so a * b is the signal's
      * power and (a - b)^2 / 2 the noise's. Per radius bin: the sum of
      * each coefficient's worth a b - (a - b)^2 / 8, signal less a
@@ -154,7 +212,7 @@ bool ts_lowpass_pair(ts_lowpass_plans *plans, float *a, float *b, int h, int w, 
             a[(size_t)y * (size_t)w + (size_t)x] = (float)(a[(size_t)y * (size_t)w + (size_t)x] * g);
             b[(size_t)y * (size_t)w + (size_t)x] = (float)(b[(size_t)y * (size_t)w + (size_t)x] * g);
         }
-    fftwf_execute_r2r(d->inv, a, a);
-    fftwf_execute_r2r(d->inv, b, b);
+    dct_2d(plans, rows, cols, true, a, h, w);
+    dct_2d(plans, rows, cols, true, b, h, w);
     return true;
 }

@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,11 +42,15 @@ static double idct2(const double *c, int h, int w, int y, int x) {
     return s;
 }
 
+/* Shapes wide and tall, prime and one row thin: the transform runs one
+ * axis at a time, the columns through a transpose. */
 static void test_against_direct_dct(void **state) {
     (void)state;
-    const int h = 7, w = 12, order = 6;
-    float a[7 * 12], b[7 * 12];
-    double da[7 * 12], db[7 * 12], ca[7 * 12], cb[7 * 12];
+    const int shapes[][2] = {{7, 12}, {13, 5}, {1, 9}, {17, 23}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+    const int h = shapes[k][0], w = shapes[k][1], order = 6;
+    float a[17 * 23], b[17 * 23];
+    double da[17 * 23], db[17 * 23], ca[17 * 23], cb[17 * 23];
     for (int i = 0; i < h * w; i++) {
         da[i] = a[i] = (float)(100 + 10 * nrand());
         db[i] = b[i] = (float)(100 + 10 * nrand());
@@ -65,8 +71,58 @@ static void test_against_direct_dct(void **state) {
             worst = fmax(worst, fabs(idct2(ca, h, w, y, x) - a[y * w + x]));
             worst = fmax(worst, fabs(idct2(cb, h, w, y, x) - b[y * w + x]));
         }
-    printf("cut-off %.2f rad/px, worst difference from the direct DCT %.2e\n", cutoff, worst);
+    printf("%dx%d: cut-off %.2f rad/px, worst difference from the direct DCT %.2e\n", h, w, cutoff, worst);
     assert_true(worst < 1e-3);
+    }
+}
+
+/* The plans are shared by every plans object alive and made again after
+ * the last is freed; threads using them at once get what one alone gets. */
+typedef struct lowpass_job {
+    ts_lowpass_plans *plans;
+    int first;
+    float out[8][2][19 * 21];
+    bool ok;
+} lowpass_job;
+
+static void job_pair(ts_lowpass_plans *p, int k, float *a, float *b, bool *ok) {
+    const int h = 11 + k, w = 21 - k;
+    for (int i = 0; i < h * w; i++) a[i] = (float)(100 + 10 * sin(0.37 * i + k)), b[i] = a[i] + (float)(i % 7);
+    double cutoff;
+    *ok = *ok && ts_lowpass_pair(p, a, b, h, w, 6, 0.4, 1.6, &cutoff);
+}
+
+static void *lowpass_thread(void *arg) {
+    lowpass_job *j = arg;
+    for (int n = 0; n < 8; n++) {
+        const int k = (j->first + n) % 8; /* the threads take the sizes in different orders */
+        job_pair(j->plans, k, j->out[k][0], j->out[k][1], &j->ok);
+    }
+    return NULL;
+}
+
+static void test_plans_shared(void **state) {
+    (void)state;
+    static lowpass_job alone, both[2];
+    ts_lowpass_plans *p = ts_lowpass_plans_create();
+    assert_non_null(p);
+    alone = (lowpass_job){.plans = p, .ok = true};
+    lowpass_thread(&alone);
+    assert_true(alone.ok);
+    ts_lowpass_plans_free(p);
+    /* plans is still alive (main's): the table stays; two more objects in two threads */
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        both[i] = (lowpass_job){.plans = ts_lowpass_plans_create(), .first = 3 * i, .ok = true};
+        assert_non_null(both[i].plans);
+        assert_int_equal(pthread_create(&t[i], NULL, lowpass_thread, &both[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        assert_true(both[i].ok);
+        assert_memory_equal(both[i].out, alone.out, sizeof alone.out);
+        ts_lowpass_plans_free(both[i].plans);
+    }
 }
 
 static void test_constant_kept(void **state) {
@@ -133,6 +189,7 @@ int main(void) {
     assert_non_null(plans);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plans_reused),
+        cmocka_unit_test(test_plans_shared),
         cmocka_unit_test(test_against_direct_dct),
         cmocka_unit_test(test_constant_kept),
         cmocka_unit_test(test_cutoff_follows_the_detail),
