@@ -37,9 +37,13 @@
  * pairs hide from the loops (two wrong by the same vector at one tile close
  * the cell they share) leave the wrong ones in charge.
  *
+ * Where pairs are missing (a blank tile's, unmatched) the loops are the
+ * faces of the pair graph: the cells joined through the missing pairs,
+ * walked around by the pairs on their border (grid_loops).
+ *
  * Condemned pairs are down-weighted (TS_LOOP_FACTOR), never removed: a pair
- * with no complete loop (a tile next to an unmatched or missing pair, a
- * lone bridge) gives no information and keeps its weight. Sequential, in
+ * in no closed face (next to a blank region that reaches the plate's edge,
+ * a lone bridge) gives no information and keeps its weight. Sequential, in
  * grid order: the same answer whatever the thread count or pair order. */
 #include "solve/loops.h"
 #include "solve/loop_model.h"
@@ -70,11 +74,19 @@ typedef struct grid_edge {
     double dn[2];   /* measured offset to - from, with the errors taken out */
     int loop[2], nloops;
     unsigned char condemned;
+    unsigned char twin; /* another edge is in the same two loops (grid_loops) */
 } grid_edge;
 
-/* A cell's edges: top, right, bottom, left (signs +, +, -, -). */
+/* A loop: the edges around one face of the grid's pair graph, each with
+ * the sign the walk takes it with. A face is a grid cell with its four
+ * pairs (top, right, bottom, left: signs +, +, -, -), or cells joined
+ * through the pairs missing between them (the ring of eight pairs around
+ * a blank tile, whose own pairs are unmatched), up to FACE_MAX pairs. */
+#define FACE_MAX 12
 typedef struct grid_loop {
-    int edge[4];
+    int n;
+    int edge[FACE_MAX];
+    signed char sign[FACE_MAX];
 } grid_loop;
 
 static const double LOOP_SIGN[4] = {1, 1, -1, -1};
@@ -107,16 +119,16 @@ static int find_edge(const grid_edge *e, int ne, uint64_t key) {
 
 static void residual(const grid_edge *e, const grid_loop *l, double r[2]) {
     r[0] = r[1] = 0;
-    for (int k = 0; k < 4; k++) {
-        r[0] += LOOP_SIGN[k] * e[l->edge[k]].dn[0];
-        r[1] += LOOP_SIGN[k] * e[l->edge[k]].dn[1];
+    for (int k = 0; k < l->n; k++) {
+        r[0] += l->sign[k] * e[l->edge[k]].dn[0];
+        r[1] += l->sign[k] * e[l->edge[k]].dn[1];
     }
 }
 
 /* The sign of edge i in loop l (its error enters the residual so). */
 static double sign_in(const grid_loop *l, int i) {
-    for (int k = 0; k < 4; k++)
-        if (l->edge[k] == i) return LOOP_SIGN[k];
+    for (int k = 0; k < l->n; k++)
+        if (l->edge[k] == i) return l->sign[k];
     return 0;
 }
 
@@ -173,32 +185,158 @@ static int grid_edges(int ntiles, const int *gx, const int *gy, int npairs, cons
     return kept;
 }
 
-/* The cells with all four edges, in key order of their top edge. */
-static int grid_loops(grid_edge *e, int ne, grid_loop **out) {
-    grid_loop *l = malloc((size_t)(ne ? ne : 1) * sizeof *l);
-    *out = l;
-    if (!l) return -1;
-    int nl = 0;
-    for (int i = 0; i < ne; i++) {
-        if (e[i].key & 1) continue; /* a top edge is a horizontal one */
-        uint64_t x = (e[i].key >> 1) & ((UINT64_C(1) << 32) - 1), y = e[i].key >> 33;
-        int right = find_edge(e, ne, edge_key((int64_t)x + 1, (int64_t)y, 1));
-        int bottom = find_edge(e, ne, edge_key((int64_t)x, (int64_t)y + 1, 0));
-        int left = find_edge(e, ne, edge_key((int64_t)x, (int64_t)y, 1));
-        if (right < 0 || bottom < 0 || left < 0) continue;
-        /* The walk must close on the same tiles (two tiles at one grid
-         * position, possible through the library, break it). */
-        if (e[i].from != e[left].from || e[i].to != e[right].from || e[right].to != e[bottom].to ||
-            e[bottom].from != e[left].to)
-            continue;
-        grid_loop *c = &l[nl];
-        c->edge[0] = i, c->edge[1] = right, c->edge[2] = bottom, c->edge[3] = left;
-        for (int k = 0; k < 4; k++) {
-            grid_edge *g = &e[c->edge[k]];
-            if (g->nloops < 2) g->loop[g->nloops++] = nl;
-        }
-        nl++;
+static uint64_t cell_key(uint64_t x, uint64_t y) { return (y << 32) | x; }
+
+static int cmp_u64(const void *p, const void *q) {
+    const uint64_t a = *(const uint64_t *)p, b = *(const uint64_t *)q;
+    return (a > b) - (a < b);
+}
+
+static int find_cell(const uint64_t *c, int nc, uint64_t key) {
+    int lo = 0, hi = nc - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (c[mid] == key) return mid;
+        if (c[mid] < key) lo = mid + 1;
+        else hi = mid - 1;
     }
+    return -1;
+}
+
+/* Side k (top, right, bottom, left) of cell (x, y): the edge's key, and
+ * the cell across it (*ox, *oy; false when that is off the grid). */
+static bool cell_side(uint64_t x, uint64_t y, int k, uint64_t *key, uint64_t *ox, uint64_t *oy) {
+    static const int ex[4] = {0, 1, 0, 0}, ey[4] = {0, 0, 1, 0}, dir[4] = {0, 1, 0, 1};
+    static const int cx[4] = {0, 1, 0, -1}, cy[4] = {-1, 0, 1, 0};
+    *key = edge_key((int64_t)(x + (uint64_t)ex[k]), (int64_t)(y + (uint64_t)ey[k]), dir[k]);
+    if ((cx[k] < 0 && x == 0) || (cy[k] < 0 && y == 0)) return false;
+    *ox = x + (uint64_t)(int64_t)cx[k], *oy = y + (uint64_t)(int64_t)cy[k];
+    return true;
+}
+
+/* Whether the loop's walk closes on the same tiles (two tiles at one grid
+ * position, possible through the library, break it): each tile entered as
+ * often as left. */
+static bool closes(const grid_edge *e, const grid_loop *c) {
+    for (int k = 0; k < c->n; k++)
+        for (int end = 0; end < 2; end++) {
+            const int tile = end ? e[c->edge[k]].to : e[c->edge[k]].from;
+            int sum = 0;
+            for (int j = 0; j < c->n; j++)
+                sum += (e[c->edge[j]].to == tile) * c->sign[j] - (e[c->edge[j]].from == tile) * c->sign[j];
+            if (sum) return false;
+        }
+    return true;
+}
+
+/* The faces: the cells next to an edge, joined through the sides whose
+ * pair is missing; a face reaching past the grid or a cell next to no
+ * edge (a blank region's inside) is open and no loop, nor one of more than
+ * FACE_MAX pairs. Loops in the order of their first cell (row by row; a
+ * lone cell's pairs top, right, bottom, left), each edge in at most the
+ * two faces on its sides. */
+static int grid_loops(grid_edge *e, int ne, grid_loop **out) {
+    *out = NULL;
+    const size_t cap = (size_t)(2 * ne + 1);
+    uint64_t *cell = malloc(cap * sizeof *cell);
+    int *parent = malloc(cap * sizeof *parent), *face = malloc(cap * sizeof *face);
+    int *side = malloc(4 * cap * sizeof *side), *other = malloc(4 * cap * sizeof *other);
+    unsigned char *open = calloc(cap, 1);
+    int nc = 0, nl = -1;
+    if (!cell || !parent || !face || !side || !other || !open) goto done;
+    for (int i = 0; i < ne; i++) {
+        const uint64_t x = (e[i].key >> 1) & ((UINT64_C(1) << 32) - 1), y = e[i].key >> 33;
+        cell[nc++] = cell_key(x, y); /* the cell below (right of) it */
+        if (!(e[i].key & 1) && y > 0) cell[nc++] = cell_key(x, y - 1);
+        if ((e[i].key & 1) && x > 0) cell[nc++] = cell_key(x - 1, y);
+    }
+    qsort(cell, (size_t)nc, sizeof *cell, cmp_u64);
+    int m = 0;
+    for (int i = 0; i < nc; i++)
+        if (!m || cell[i] != cell[m - 1]) cell[m++] = cell[i];
+    nc = m;
+    /* Cells joined through their missing sides; open where one leads off
+     * the grid or to a cell next to no edge. */
+    /* Each cell's sides: the edge there (-1: missing) and the cell across
+     * (-1: none). */
+    for (int c = 0; c < nc; c++) {
+        const uint64_t x = cell[c] & ((UINT64_C(1) << 32) - 1), y = cell[c] >> 32;
+        for (int k = 0; k < 4; k++) {
+            uint64_t key, ox, oy;
+            const bool inside = cell_side(x, y, k, &key, &ox, &oy);
+            side[4 * c + k] = find_edge(e, ne, key);
+            other[4 * c + k] = inside ? find_cell(cell, nc, cell_key(ox, oy)) : -1;
+        }
+    }
+    for (int c = 0; c < nc; c++) parent[c] = c;
+    for (int c = 0; c < nc; c++)
+        for (int k = 0; k < 4; k++) {
+            if (side[4 * c + k] >= 0) continue;
+            if (other[4 * c + k] < 0) open[c] = 1;
+            else ts_uf_join(parent, c, other[4 * c + k]);
+        }
+    for (int c = 0; c < nc; c++) parent[c] = ts_uf_find(parent, c);
+    for (int c = 0; c < nc; c++) open[parent[c]] |= open[c];
+    /* A face's pairs: its cells' present sides whose other cell is in
+     * another face (or none). Counted per face (at its root, the face's
+     * first cell: union_find.h), numbered, then filled. */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) memset(face, 0, (size_t)nc * sizeof *face);
+        for (int c = 0; c < nc; c++) {
+            const int root = parent[c];
+            if (open[root] || (pass == 1 && face[root] < 0)) continue;
+            for (int k = 0; k < 4; k++) {
+                const int i = side[4 * c + k], o = other[4 * c + k];
+                if (i < 0) continue;
+                if (o >= 0 && parent[o] == root) continue; /* inside the face */
+                if (pass == 0) {
+                    face[root]++;
+                } else {
+                    grid_loop *g = &(*out)[face[root]];
+                    g->edge[g->n] = i;
+                    g->sign[g->n] = (signed char)LOOP_SIGN[k];
+                    g->n++;
+                }
+            }
+        }
+        if (pass == 1) break;
+        nl = 0;
+        for (int c = 0; c < nc; c++)
+            if (parent[c] == c) face[c] = !open[c] && face[c] >= 3 && face[c] <= FACE_MAX ? nl++ : -1;
+        if (!(*out = calloc((size_t)(nl ? nl : 1), sizeof **out))) {
+            nl = -1;
+            goto done;
+        }
+    }
+    /* Loops whose walk does not close on their tiles are dropped; each edge
+     * is told its loops. */
+    int kept = 0;
+    for (int c = 0; c < nl; c++) {
+        if (!closes(e, &(*out)[c])) continue;
+        grid_loop *g = &(*out)[kept];
+        if (kept != c) *g = (*out)[c];
+        for (int k = 0; k < g->n; k++) {
+            grid_edge *d = &e[g->edge[k]];
+            if (d->nloops < 2) d->loop[d->nloops++] = kept;
+        }
+        kept++;
+    }
+    nl = kept;
+    /* Edges in the same two loops (a tile between two faces with two pairs
+     * only, one on each side) are in series: the loops see the sum of
+     * their errors, not which one erred. (Two cells share one edge: never
+     * so on a full grid.) */
+    for (int c = 0; c < nl; c++) {
+        const grid_loop *g = &(*out)[c];
+        for (int k = 0; k < g->n; k++)
+            for (int q = k + 1; q < g->n; q++) {
+                grid_edge *a = &e[g->edge[k]], *b = &e[g->edge[q]];
+                if (a->nloops == 2 && b->nloops == 2 && a->loop[0] == b->loop[0] && a->loop[1] == b->loop[1])
+                    a->twin = b->twin = 1;
+            }
+    }
+done:
+    free(cell), free(parent), free(face), free(side), free(other), free(open);
     return nl;
 }
 
@@ -254,7 +392,7 @@ static int blame_round(grid_edge *e, int ne, const grid_loop *l, int nl, double 
         }
         double err[2];
         bool blamed = false;
-        if (g->nloops == 2 &&
+        if (g->nloops == 2 && !g->twin &&
             hypot(implied[0][0] - implied[1][0], implied[0][1] - implied[1][1]) <= LOOP_AGREE * t) {
             err[0] = 0.5 * (implied[0][0] + implied[1][0]);
             err[1] = 0.5 * (implied[0][1] + implied[1][1]);
@@ -263,7 +401,7 @@ static int blame_round(grid_edge *e, int ne, const grid_loop *l, int nl, double 
         for (int k = 0; k < g->nloops && !blamed; k++) {
             const grid_loop *c = &l[g->loop[k]];
             bool alone = true;
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < c->n; j++)
                 if (c->edge[j] != i && !has_good_loop(&e[c->edge[j]], bad)) alone = false;
             if (alone) {
                 err[0] = implied[k][0];
@@ -589,7 +727,7 @@ static int explain_clusters(grid_edge *e, int ne, const grid_loop *l, int nl, do
         int cand[CLUSTER_MAX_EDGES], ncand = 0;
         bool too_many = false;
         for (int c = 0; c < nloops && !too_many; c++)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < l[loops[c]].n; k++) {
                 int i = l[loops[c]].edge[k];
                 if (e[i].condemned || !all_bad(&e[i], bad)) continue;
                 bool seen = false;

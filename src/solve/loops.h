@@ -11,8 +11,10 @@
 #define TS_LOOP_FACTOR 1e-6
 
 /* Around each grid cell whose four pairs are all present (tiles (x, y),
- * (x+1, y), (x, y+1), (x+1, y+1) by gx/gy) the measured offsets must sum to
- * zero. Pairs found to break their loops get w[e] *= TS_LOOP_FACTOR.
+ * (x+1, y), (x, y+1), (x+1, y+1) by gx/gy), and around each face of the
+ * pair graph where pairs are missing (the ring around a blank tile, up to
+ * 12 pairs), the measured offsets must sum to zero. Pairs found to break
+ * their loops get w[e] *= TS_LOOP_FACTOR.
  * usable[e] == 0 pairs and pairs that are not grid neighbours are left
  * alone (and so are loops through them). d[e] = measured (dy, dx) of
  * p_b - p_a. Deterministic (sequential, in grid order). Returns the number

@@ -226,8 +226,10 @@ static void blank_tile(plate *p, int x, int y) {
     p->npairs = m;
 }
 
-/* Loops only where all four pairs are: a cell through an unmatched pair is
- * no loop, and a pair without a complete loop gives no information. */
+/* Loops are the faces of the pair graph: a cell with its four pairs, or
+ * the ring of pairs around a blank tile (its cells joined through its
+ * unmatched pairs); a face that reaches past the plate is none, and a pair
+ * in no loop gives no information. */
 static void test_loops_missing_pairs(void **state) {
     (void)state;
     static plate p;
@@ -241,9 +243,20 @@ static void test_loops_missing_pairs(void **state) {
     for (int e = 0; e < p.npairs; e++)
         if (c[e] != p.wrong[e]) fail_msg("pair %d: condemned %d, wrong %d", e, c[e], p.wrong[e]);
     /* (8, 6) blank as well: both cells of (8, 7) -> (9, 7) go through a
-     * blank tile. Not judged: its weight is kept, and the solve is the one
-     * without the check, byte for byte. */
+     * blank tile, and the rings of eight pairs around the two are its loops
+     * now: both imply its error, and it is found (before faces it was not
+     * judged). */
     blank_tile(&p, 8, 6);
+    assert_int_equal(condemned(&p, c), 1);
+    for (int e = 0; e < p.npairs; e++)
+        if (c[e] != p.wrong[e]) fail_msg("two blank tiles: pair %d: condemned %d, wrong %d", e, c[e], p.wrong[e]);
+    /* The corner pair (0, 0) -> (1, 0) with (0, 1) blank: its one cell is
+     * joined through (0, 1)'s pairs to the outside of the plate, so it is
+     * in no loop. Not judged: its weight is kept, and the solve is the one
+     * without the check, byte for byte. */
+    make_plate(&p, 0, 3);
+    blank_tile(&p, 0, 1);
+    spoil(&p, 0, 0, true, 70, 70);
     assert_int_equal(condemned(&p, c), 0);
     ts_solve_problem pr = problem(&p);
     ts_solve_options o;
