@@ -987,9 +987,17 @@ done:
     return st;
 }
 
-/* Marks in paired the tiles with a matched pair (bridges too where
- * with_bridges). */
-static void mark_paired(const est_ctx *c, bool with_bridges, bool *paired) {
+/* The tiles without a matched pair (a bridge's counts where with_bridges),
+ * but those whose content is measured already (content_tested): their ids
+ * into *tiles (malloc'd, NULL on failure), *n of them. */
+static ts_status unpaired_tiles(const est_ctx *c, bool with_bridges, int64_t **tiles, int64_t *n, ts_error *err) {
+    const size_t nt = (size_t)(c->ntiles ? c->ntiles : 1);
+    bool *paired = calloc(nt, sizeof *paired);
+    *tiles = malloc(nt * sizeof **tiles), *n = 0;
+    if (!paired || !*tiles) {
+        free(paired), free(*tiles), *tiles = NULL;
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
+    }
     for (int64_t i = 0; i < c->nedges; i++)
         if (c->edges[i].res.matched)
             paired[c->tile_base[c->edges[i].well] + c->edges[i].a] =
@@ -998,6 +1006,20 @@ static void mark_paired(const est_ctx *c, bool with_bridges, bool *paired) {
         if (c->bridges[i].res.matched)
             paired[c->tile_base[c->bridges[i].well] + c->bridges[i].a] =
                 paired[c->tile_base[c->bridges[i].well] + c->bridges[i].b] = true;
+    for (int64_t t = 0; t < c->ntiles; t++)
+        if (!paired[t] && !(c->content_tested && c->content_tested[t])) (*tiles)[(*n)++] = t;
+    free(paired);
+    return TS_OK;
+}
+
+/* The first rank's content by tile id and which were measured, made on
+ * first use. */
+static ts_status content_arrays(est_ctx *c, ts_error *err) {
+    const size_t nt = (size_t)(c->ntiles ? c->ntiles : 1);
+    if (!c->content) c->content = calloc(nt, sizeof *c->content);
+    if (!c->content_tested) c->content_tested = calloc(nt, sizeof *c->content_tested);
+    if (c->content && c->content_tested) return TS_OK;
+    return ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
 }
 
 /* The content (content.h) of the tiles without a matched pair after the
@@ -1015,41 +1037,28 @@ static void mark_paired(const est_ctx *c, bool with_bridges, bool *paired) {
 static ts_status content_pass(est_ctx *c, ts_error *err) {
     const ts_dist *d = c->opt->dist;
     const int rank = ts_dist_rank(d);
-    int64_t n = 0, nmine = 0;
-    const size_t nt = (size_t)(c->ntiles ? c->ntiles : 1);
-    int64_t *tiles = malloc(nt * sizeof *tiles);
-    bool *paired = calloc(nt, sizeof *paired);
+    int64_t *tiles = NULL, n = 0, nmine = 0;
     double *mine = NULL;
     void *all = NULL;
-    ts_status st = tiles && paired ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
     /* (every rank has every first-pass result: the same list everywhere) */
-    if (st == TS_OK) {
-        mark_paired(c, false, paired);
-        for (int64_t t = 0; t < c->ntiles; t++)
-            if (!paired[t]) tiles[n++] = t;
-    }
+    ts_status st = unpaired_tiles(c, false, &tiles, &n, err);
     if (st == TS_OK) st = content_share_of_rank(c, tiles, n, &mine, &nmine, err);
     st = ts_dist_agree(d, st, err);
     if (st == TS_OK) st = ts_dist_allgatherv(d, mine, (size_t)nmine * sizeof *mine, &all, NULL, err);
     st = ts_dist_agree(d, st, err);
     if (st == TS_OK && n) {
-        c->blank = calloc(nt, sizeof *c->blank);
-        if (rank == 0) {
-            c->content = calloc(nt, sizeof *c->content);
-            c->content_tested = calloc(nt, sizeof *c->content_tested);
-        }
-        if (!c->blank || (rank == 0 && (!c->content || !c->content_tested))) {
+        if (!(c->blank = calloc((size_t)c->ntiles, sizeof *c->blank)))
             st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
-        } else {
-            const double *share = all; /* in rank order: the list's order */
-            for (int64_t i = 0; i < n; i++) {
-                c->blank[tiles[i]] = !(share[i] > 0);
-                if (rank == 0) c->content[tiles[i]] = share[i], c->content_tested[tiles[i]] = true;
-            }
+        else if (rank == 0)
+            st = content_arrays(c, err);
+        const double *share = all; /* in rank order: the list's order */
+        for (int64_t i = 0; st == TS_OK && i < n; i++) {
+            c->blank[tiles[i]] = !(share[i] > 0);
+            if (rank == 0) c->content[tiles[i]] = share[i], c->content_tested[tiles[i]] = true;
         }
     }
     st = ts_dist_agree(d, st, err);
-    free(tiles), free(paired), free(mine), free(all);
+    free(tiles), free(mine), free(all);
     return st;
 }
 
@@ -1073,24 +1082,12 @@ static ts_status content_late_one(void *user, int64_t k, int worker, ts_error *e
  * learned. */
 static ts_status content_late(est_ctx *c, ts_error *err) {
     if (!c->content_check) return TS_OK;
-    const size_t nt = (size_t)(c->ntiles ? c->ntiles : 1);
-    int64_t *tiles = malloc(nt * sizeof *tiles), n = 0;
-    bool *paired = calloc(nt, sizeof *paired);
-    ts_status st = tiles && paired ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check");
-    if (st == TS_OK) {
-        mark_paired(c, true, paired);
-        for (int64_t t = 0; t < c->ntiles; t++)
-            if (!paired[t] && !(c->content_tested && c->content_tested[t])) tiles[n++] = t;
-    }
-    if (st == TS_OK && n && !c->content) {
-        c->content = calloc(nt, sizeof *c->content);
-        c->content_tested = calloc(nt, sizeof *c->content_tested);
-        if (!c->content || !c->content_tested)
-            st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the content check of %lld tiles", (long long)c->ntiles);
-    }
+    int64_t *tiles = NULL, n = 0;
+    ts_status st = unpaired_tiles(c, true, &tiles, &n, err);
+    if (st == TS_OK && n) st = content_arrays(c, err);
     content_late_job job = {c, tiles};
     if (st == TS_OK && n) st = ts_pool_run(c->pool, n, content_late_one, &job, err);
-    free(tiles), free(paired);
+    free(tiles);
     return st;
 }
 

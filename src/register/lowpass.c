@@ -67,8 +67,10 @@ static struct {
     int users; /* ts_lowpass_plans alive */
 } shared;
 
+/* A caller's scratch: two planes, each a 1-D pass's output (turned: the
+ * image transposed, for its columns), in one allocation. */
 struct ts_lowpass_plans {
-    float *spare, *turned; /* each a transform's output; turned: the image transposed */
+    float *spare, *turned; /* turned = spare + size */
     size_t size;           /* floats each holds */
 };
 
@@ -84,7 +86,6 @@ ts_lowpass_plans *ts_lowpass_plans_create(void) {
 void ts_lowpass_plans_free(ts_lowpass_plans *p) {
     if (!p) return;
     free(p->spare);
-    free(p->turned);
     free(p);
     pthread_mutex_lock(&shared_lock);
     if (--shared.users == 0) {
@@ -165,12 +166,9 @@ bool ts_lowpass_pair(ts_lowpass_plans *plans, float *a, float *b, int h, int w, 
     if (h < 1 || w < 1 || !plans) return false;
     const size_t n = (size_t)h * (size_t)w;
     if (n > plans->size) {
-        float *t = realloc(plans->turned, n * sizeof(float));
-        if (t) plans->turned = t;
-        float *u = t ? realloc(plans->spare, n * sizeof(float)) : NULL;
-        if (u) plans->spare = u;
-        if (!t || !u) return false;
-        plans->size = n;
+        float *t = realloc(plans->spare, 2 * n * sizeof(float));
+        if (!t) return false;
+        plans->spare = t, plans->turned = t + n, plans->size = n;
     }
     const dct_plans rows = plans_for(w), cols = plans_for(h);
     if (!rows.fwd || !cols.fwd) return false;

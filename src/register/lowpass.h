@@ -12,7 +12,9 @@
 void ts_fftwf_planner_lock(void);
 void ts_fftwf_planner_unlock(void);
 
-/* FFTW plans by size for ts_lowpass_pair (one per thread: not shared). */
+/* A caller's handle for ts_lowpass_pair: its scratch (one per thread: not
+ * shared). The FFTW plans themselves, by length, are shared by every
+ * handle alive and destroyed with the last (lowpass.c). */
 typedef struct ts_lowpass_plans ts_lowpass_plans;
 ts_lowpass_plans *ts_lowpass_plans_create(void); /* NULL: out of memory */
 void ts_lowpass_plans_free(ts_lowpass_plans *plans);

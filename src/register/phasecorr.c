@@ -193,14 +193,13 @@ void ts_samples_to_float(const void *src, ts_dtype dt, size_t n, float *dst) {
 /* Rows of float32 src into dst, non-finite values (all exponent bits set)
  * as 0. */
 static void copy_rows_f32(float *dst, const float *src, size_t stride, int h, int w) {
-    typedef int32_t v4i __attribute__((vector_size(16)));
-    const v4i expo = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
+    const ts_v4i expo = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
     for (int y = 0; y < h; y++) {
         const float *s = src + (size_t)y * stride;
         float *d = dst + (size_t)y * (size_t)w;
         int x = 0;
         for (; x + 4 <= w; x += 4) {
-            v4i bits;
+            ts_v4i bits;
             memcpy(&bits, s + x, sizeof bits);
             bits &= (bits & expo) != expo; /* -1 where finite */
             memcpy(d + x, &bits, sizeof bits);
@@ -359,9 +358,13 @@ static inline float surf_at(const ts_registrar *r, int y, int x) {
     return r->real[(size_t)y * (size_t)r->w + (size_t)x];
 }
 
+/* Whether v would enter the n best so far (of k at most): above the k-th
+ * once there are k. */
+static inline bool beats_kth(const peak *out, int n, int k, float v) { return n < k || v > out[k - 1].value; }
+
 /* (y, x, v) among the k best so far, best first, if it beats the k-th. */
 static inline void offer_peak(peak *out, int *n, int k, int y, int x, float v) {
-    if (*n == k && v <= out[k - 1].value) return;
+    if (!beats_kth(out, *n, k, v)) return;
     int pos = *n < k ? (*n)++ : k - 1;
     while (pos > 0 && out[pos - 1].value < v) {
         out[pos] = out[pos - 1];
@@ -408,11 +411,11 @@ static int local_maxima_top(const float *surf, int h, int w, peak *out, int k) {
         const float *row = surf + (size_t)y * (size_t)w;
         if (y == 0 || y + 1 == h || w < 3) {
             for (int x = 0; x < w; x++)
-                if (!(n == k && row[x] <= out[k - 1].value) && local_max_wrapped(surf, h, w, y, x, row[x]))
+                if (beats_kth(out, n, k, row[x]) && local_max_wrapped(surf, h, w, y, x, row[x]))
                     offer_peak(out, &n, k, y, x, row[x]);
             continue;
         }
-        if (!(n == k && row[0] <= out[k - 1].value) && local_max_wrapped(surf, h, w, y, 0, row[0]))
+        if (beats_kth(out, n, k, row[0]) && local_max_wrapped(surf, h, w, y, 0, row[0]))
             offer_peak(out, &n, k, y, 0, row[0]);
         const float *up = row - w, *dn = row + w;
         int x = 1;
@@ -435,15 +438,13 @@ static int local_maxima_top(const float *surf, int h, int w, peak *out, int k) {
             }
         }
         for (; x < w - 1; x++)
-            if (!(n == k && row[x] <= out[k - 1].value) && local_max_inner(row, w, x, row[x]))
+            if (beats_kth(out, n, k, row[x]) && local_max_inner(row, w, x, row[x]))
                 offer_peak(out, &n, k, y, x, row[x]);
-        if (!(n == k && row[w - 1] <= out[k - 1].value) && local_max_wrapped(surf, h, w, y, w - 1, row[w - 1]))
+        if (beats_kth(out, n, k, row[w - 1]) && local_max_wrapped(surf, h, w, y, w - 1, row[w - 1]))
             offer_peak(out, &n, k, y, w - 1, row[w - 1]);
     }
     return n;
 }
-
-static int top_peaks(const ts_registrar *r, peak *out, int k) { return local_maxima_top(r->real, r->h, r->w, out, k); }
 
 int ts_local_maxima_top(const float *surf, int h, int w, int k, int *ys, int *xs, float *values) {
     peak out[MAX_CANDIDATES + 1];
@@ -739,7 +740,7 @@ ts_status ts_register_strips(ts_registrar *r, ts_samples a, size_t a_stride, ts_
 
     int k = r->opt.candidates < 1 ? 1 : r->opt.candidates > MAX_CANDIDATES ? MAX_CANDIDATES : r->opt.candidates;
     peak peaks[MAX_CANDIDATES];
-    int npeaks = top_peaks(r, peaks, k);
+    int npeaks = local_maxima_top(r->real, h, w, peaks, k);
 
     /* Each peak (py, px) stands for the shifts py or py - h, px or px - w
      * (phase correlation is periodic); the overlap's NCC decides. */
@@ -790,7 +791,7 @@ ts_status ts_register_strips(ts_registrar *r, ts_samples a, size_t a_stride, ts_
     if (lobe_y < floor_r) lobe_y = floor_r;
     if (lobe_x < floor_r) lobe_x = floor_r;
     peak selfp[MAX_CANDIDATES + 1];
-    int nself = auto0 > 0 ? top_peaks(r, selfp, k + 1) : 0; /* auto0 <= 0: no signal */
+    int nself = auto0 > 0 ? local_maxima_top(r->real, h, w, selfp, k + 1) : 0; /* auto0 <= 0: no signal */
     int ncore = ncands;
     for (int p = 0; p < nself; p++) {
         int ty = selfp[p].y > h / 2 ? selfp[p].y - h : selfp[p].y;

@@ -1,6 +1,6 @@
 /* A few objects kept by size (a transform's dimensions), the least recently
  * used replaced: FFTW plans, and the buffers they run on, cost more to make
- * than the transforms they serve (window_ncc.c, lowpass.c). */
+ * than the transforms they serve (window_ncc.c). */
 #ifndef TS_REGISTER_SIZE_CACHE_H
 #define TS_REGISTER_SIZE_CACHE_H
 

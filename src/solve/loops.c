@@ -255,8 +255,6 @@ static int grid_loops(grid_edge *e, int ne, grid_loop **out) {
     for (int i = 0; i < nc; i++)
         if (!m || cell[i] != cell[m - 1]) cell[m++] = cell[i];
     nc = m;
-    /* Cells joined through their missing sides; open where one leads off
-     * the grid or to a cell next to no edge. */
     /* Each cell's sides: the edge there (-1: missing) and the cell across
      * (-1: none). */
     for (int c = 0; c < nc; c++) {
@@ -268,6 +266,8 @@ static int grid_loops(grid_edge *e, int ne, grid_loop **out) {
             other[4 * c + k] = inside ? find_cell(cell, nc, cell_key(ox, oy)) : -1;
         }
     }
+    /* Cells joined through their missing sides; open where one leads off
+     * the grid or to a cell next to no edge. */
     for (int c = 0; c < nc; c++) parent[c] = c;
     for (int c = 0; c < nc; c++)
         for (int k = 0; k < 4; k++) {
@@ -280,34 +280,28 @@ static int grid_loops(grid_edge *e, int ne, grid_loop **out) {
     /* A face's pairs: its cells' present sides whose other cell is in
      * another face (or none). Counted per face (at its root, the face's
      * first cell: union_find.h), numbered, then filled. */
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 0) memset(face, 0, (size_t)nc * sizeof *face);
-        for (int c = 0; c < nc; c++) {
-            const int root = parent[c];
-            if (open[root] || (pass == 1 && face[root] < 0)) continue;
-            for (int k = 0; k < 4; k++) {
-                const int i = side[4 * c + k], o = other[4 * c + k];
-                if (i < 0) continue;
-                if (o >= 0 && parent[o] == root) continue; /* inside the face */
-                if (pass == 0) {
-                    face[root]++;
-                } else {
-                    grid_loop *g = &(*out)[face[root]];
-                    g->edge[g->n] = i;
-                    g->sign[g->n] = (signed char)LOOP_SIGN[k];
-                    g->n++;
-                }
-            }
-        }
-        if (pass == 1) break;
-        nl = 0;
-        for (int c = 0; c < nc; c++)
-            if (parent[c] == c) face[c] = !open[c] && face[c] >= 3 && face[c] <= FACE_MAX ? nl++ : -1;
-        if (!(*out = calloc((size_t)(nl ? nl : 1), sizeof **out))) {
-            nl = -1;
-            goto done;
-        }
+#define FACE_SIDE(c, k) (side[4 * (c) + (k)] >= 0 && !(other[4 * (c) + (k)] >= 0 && parent[other[4 * (c) + (k)]] == parent[c]))
+    memset(face, 0, (size_t)nc * sizeof *face);
+    for (int c = 0; c < nc; c++)
+        for (int k = 0; k < 4; k++) face[parent[c]] += FACE_SIDE(c, k);
+    nl = 0;
+    for (int c = 0; c < nc; c++)
+        if (parent[c] == c) face[c] = !open[c] && face[c] >= 3 && face[c] <= FACE_MAX ? nl++ : -1;
+    if (!(*out = calloc((size_t)(nl ? nl : 1), sizeof **out))) {
+        nl = -1;
+        goto done;
     }
+    for (int c = 0; c < nc; c++) {
+        if (face[parent[c]] < 0) continue;
+        grid_loop *g = &(*out)[face[parent[c]]];
+        for (int k = 0; k < 4; k++)
+            if (FACE_SIDE(c, k)) {
+                g->edge[g->n] = side[4 * c + k];
+                g->sign[g->n] = (signed char)LOOP_SIGN[k];
+                g->n++;
+            }
+    }
+#undef FACE_SIDE
     /* Loops whose walk does not close on their tiles are dropped; each edge
      * is told its loops. */
     int kept = 0;
