@@ -580,13 +580,22 @@ static float *pad_coefficients(float *img, int h, int w, float *pad) {
     return c0;
 }
 
+/* Whether (ty, tx) is within 2 px of one of the nl anchors (ly, lx). */
+static bool leashed(double ty, double tx, int nl, const double *ly, const double *lx) {
+    for (int k = 0; k < nl; k++)
+        if (fabs(ty - ly[k]) <= 2.0 && fabs(tx - lx[k]) <= 2.0) return true;
+    return false;
+}
+
 /* The fit on the overlap of a and b (h x w) at integer shift (iy, ix):
  * both cut to it (work: TS_REFINE_WORK), low-passed, b's crop fitted to
  * a's from each of the n starts (sy, sx) in turn (strip coordinates) until
- * one converges within 2 px of (y0, x0): its answer into *dy, *dx. */
+ * one converges within 2 px of one of the nl anchors (ly, lx): its answer
+ * into *dy, *dx. */
 static bool fit_overlap(bool wide, const float *a, const float *b, int h, int w, int iy, int ix, float *work,
                         ts_lowpass_plans *plans, int n,
-                        const double *sy, const double *sx, double y0, double x0, double *dy, double *dx) {
+                        const double *sy, const double *sx, int nl, const double *ly, const double *lx, double *dy,
+                        double *dx) {
     const int ys = iy < 0 ? -iy : 0, ye = iy > 0 ? h - iy : h;
     const int xs = ix < 0 ? -ix : 0, xe = ix > 0 ? w - ix : w;
     const int hc = ye - ys, wc = xe - xs;
@@ -605,8 +614,7 @@ static bool fit_overlap(bool wide, const float *a, const float *b, int h, int w,
     const float *coef = pad_coefficients(ca, hc, wc, pad);
     for (int k = 0; k < n; k++) {
         double ty = sy[k] - iy, tx = sx[k] - ix;
-        if (fit(wide, coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) && fabs(ty + iy - y0) <= 2.0 &&
-            fabs(tx + ix - x0) <= 2.0) {
+        if (fit(wide, coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) && leashed(ty + iy, tx + ix, nl, ly, lx)) {
             *dy = ty + iy, *dx = tx + ix;
             return true;
         }
@@ -658,13 +666,18 @@ static ts_refine_how refine(bool wide, const float *a, const float *b, int h, in
          * when the integer maximum is 2 px off: the fit's leash then
          * reaches); after a new cut, from the answer before it. */
         const double sy[2] = {pass ? ry : *dy, fy}, sx[2] = {pass ? rx : *dx, fx};
-        /* Held within 2 px of the first fit, which it refines, not of the
-         * integer start: where that is 2 px off, the first fit can stop
+        /* Held within 2 px of the integer start or of the first fit, which
+         * it refines: where the start is 2 px off, the first fit can stop
          * short within its own 2 px, and the re-fit's answers beyond them
          * were thrown away for the noisier first fit (6% of cell16_blank's
-         * re-fitted pairs; test_refit_leashed_to_first_fit). */
-        const double ly = first ? fy : *dy, lx = first ? fx : *dx;
-        if (!fit_overlap(wide, a, b, h, w, iy, ix, work, plans, pass || !first ? 1 : 2, sy, sx, ly, lx, &ry, &rx)) break;
+         * re-fitted pairs; test_refit_leashed_to_first_fit). The first fit
+         * alone is no anchor: where it went the wrong way (3.2 px off the
+         * truth from a start 3.2 px off), the start's re-fit went 1.6 px
+         * the right way, 2.3 px from it. */
+        const double ly[2] = {*dy, fy}, lx[2] = {*dx, fx};
+        if (!fit_overlap(wide, a, b, h, w, iy, ix, work, plans, pass || !first ? 1 : 2, sy, sx, first ? 2 : 1, ly, lx,
+                         &ry, &rx))
+            break;
         ok = true;
         const int ny = (int)lround(ry), nx = (int)lround(rx);
         if (ny == iy && nx == ix) break;

@@ -43,8 +43,8 @@ typedef enum ts_refine_how {
  * Gaussian; left as they are) from *dy, *dx (the integer NCC maximum):
  * the shift of b against a (b[y][x] ~ a[y + dy][x + dx]), updated when a
  * fit converges with a positive gain within 2 px of its start (the
- * low-passed re-fit: of the first fit's answer), unchanged otherwise
- * (TS_REFINE_FAILED). work: TS_REFINE_WORK(h, w) floats;
+ * low-passed re-fit: of the start or of the first fit's answer),
+ * unchanged otherwise (TS_REFINE_FAILED). work: TS_REFINE_WORK(h, w) floats;
  * plans: the low-pass's (the caller's thread's). */
 ts_refine_how ts_refine(const float *a, const float *b, int h, int w, double have, float *work,
                         ts_lowpass_plans *plans, double *dy, double *dx);
