@@ -614,7 +614,8 @@ static bool fit_overlap(bool wide, const float *a, const float *b, int h, int w,
     const float *coef = pad_coefficients(ca, hc, wc, pad);
     for (int k = 0; k < n; k++) {
         double ty = sy[k] - iy, tx = sx[k] - ix;
-        if (fit(wide, coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) && leashed(ty + iy, tx + ix, nl, ly, lx)) {
+        if (fit(wide, coef, (size_t)wc + 3, cb, hc, wc, centre, V, D, &ty, &tx) &&
+            leashed(ty + iy, tx + ix, nl, ly, lx)) {
             *dy = ty + iy, *dx = tx + ix;
             return true;
         }

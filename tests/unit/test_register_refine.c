@@ -193,8 +193,8 @@ static void test_structured_misfit_keeps_first_fit(void **state) {
     free(work), free(field);
 }
 
-/* The low-passed re-fit refines the first fit, so its answer is held
- * within 2 px of that fit, not of the integer start: where the integer
+/* The low-passed re-fit refines the first fit, so its answer may be
+ * within 2 px of that fit as well as of the integer start: where the integer
  * correlation maximum is 2 px off (a thin, faint overlap, as on
  * cell16_blank's plates, where a neighbouring integer correlates as
  * well), the first fit may stop short of the truth within its own 2 px,
