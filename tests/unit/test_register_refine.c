@@ -200,12 +200,13 @@ static void test_structured_misfit_keeps_first_fit(void **state) {
  * well), the first fit may stop short of the truth within its own 2 px,
  * and a re-fit leashed to the start threw away every answer beyond them
  * and kept the noisier first fit. Strips 160 x 20, overlap 12 px, faint
- * texture, read noise 1.5, the truth 2.0-2.25 px from the start: 14 of 24
- * kept the first fit before (rms 0.20 px, against 0.08 re-fitted), none
- * now. */
+ * texture, read noise 1.5, the truth 2.0-2.25 px from the start: 9 of 24
+ * kept the first fit before (rms 0.13 px), none now (12 re-fitted, rms
+ * 0.09 px). */
 static void test_refit_leashed_to_first_fit(void **state) {
     (void)state;
     const int h = 160, w = 20, trials = 24;
+    rng_state = 0x5EEDF17ull; /* its own draws, whichever tests ran before */
     float *work = malloc(TS_REFINE_WORK(h, w) * sizeof *work);
     ts_lowpass_plans *plans = ts_lowpass_plans_create();
     int refitted = 0, first = 0;
@@ -224,9 +225,10 @@ static void test_refit_leashed_to_first_fit(void **state) {
     }
     printf("start 2.0-2.25 px off: %d of %d re-fitted (rms %.3f px), %d kept the first fit (rms %.3f px)\n",
            refitted, trials, refitted ? sqrt(se_refit / refitted) : 0.0, first, first ? sqrt(se_first / first) : 0.0);
-    /* The rest: no fit converged (the truth beyond the first fit's reach). */
+    /* The rest: no fit converged (the truth beyond the first fit's reach;
+     * 9-15 of 24 re-fitted over eight other draws, none kept the first). */
     assert_int_equal(first, 0);
-    assert_true(refitted >= trials / 2);
+    assert_true(refitted >= trials / 4);
     assert_true(sqrt(se_refit / refitted) < 0.15);
     ts_lowpass_plans_free(plans);
     free(work);
