@@ -10,10 +10,14 @@
  * half-way between pixels, whatever the content: on faint phase-contrast
  * overlaps the least-squares minimum sat 0.3-0.6 px from the truth. With
  * the noise's high frequencies removed interpolation barely changes its
- * variance. Sharp, clean content (simulated nuclei, SEM) loses precision
- * to any low-pass, hence the first fit's noise measure decides
- * (TS_REFINE_NOISE: phase-contrast overlaps 0.2-1.3, IHC 0.04-0.2, Hubble
- * 0.03-0.13, SEM and simulated plates 0.01-0.02).
+ * variance. The re-fit costs transforms and a finer fit, and where the
+ * noise is low the first fit is already within a few hundredths of a
+ * pixel, hence the first fit's noise measure decides (TS_REFINE_NOISE:
+ * phase-contrast overlaps 0.2-1.3, IHC 0.04-0.2, Hubble 0.03-0.13, SEM and
+ * simulated plates 0.01-0.02). It is a choice of speed: measured, the
+ * re-fit is the more precise on white residuals at nearly every noise
+ * level, the clean ones too (docs/register.md, step 8, "What the noise
+ * gate costs").
  *
  * That measure is also high where the misfit is structure rather than
  * noise: the real dot-grid tiles of test_register_starrynight.py (sharp
