@@ -593,8 +593,9 @@ static double subpixel(double cm, double c0, double cp) {
  * further in place on noisy overlaps: fa, fb serve one refinement per
  * prepare). Unlike the correlation surface it is not biased towards zero
  * shift by the apodisation window. Starts from *dy, *dx (the integer NCC
- * maximum, a pixel or two from the answer); leaves them unchanged if it
- * does not converge within 2 px. */
+ * maximum, a pixel or two from the answer); leaves them unchanged if no fit
+ * converges within its leash (2 px; the low-passed re-fit's, 2 px from the
+ * start or from the first fit: refine.h). */
 static bool refine_shift(ts_registrar *r, double *dy, double *dx) {
     return ts_refine(r->fa, r->fb, r->h, r->w, r->opt.denoise_sigma, r->tmp, r->lowpass, dy, dx) !=
            TS_REFINE_FAILED;

@@ -666,20 +666,22 @@ static ts_refine_how refine(bool wide, const float *a, const float *b, int h, in
     int iy = (int)lround(first ? fy : *dy), ix = (int)lround(first ? fx : *dx);
     double ry = 0, rx = 0;
     bool ok = false;
+    /* Held within 2 px of the integer start or of the first fit, which it
+     * refines: where the start is 2 px off, the first fit can stop short
+     * within its own 2 px, and the re-fit's answers beyond them were thrown
+     * away for the noisier first fit (6% of cell16_blank's re-fitted pairs;
+     * test_refit_leashed_to_first_fit). The first fit alone is no anchor:
+     * where it went the wrong way (3.2 px off the truth from a start 3.2 px
+     * off), the start's re-fit went 1.6 px the right way, 2.3 px from it
+     * (test_refit_leashed_to_start). In the first pass each start is an
+     * anchor and no fit leaves 2 px of its start (gn_step), so the anchors
+     * decide after a new cut, whose start is the answer before it. */
+    const double ly[2] = {*dy, fy}, lx[2] = {*dx, fx};
     for (int pass = 0; pass < 3; pass++) {
         /* From the integer start, else from the first fit's answer (nearer,
          * when the integer maximum is 2 px off: the fit's leash then
          * reaches); after a new cut, from the answer before it. */
         const double sy[2] = {pass ? ry : *dy, fy}, sx[2] = {pass ? rx : *dx, fx};
-        /* Held within 2 px of the integer start or of the first fit, which
-         * it refines: where the start is 2 px off, the first fit can stop
-         * short within its own 2 px, and the re-fit's answers beyond them
-         * were thrown away for the noisier first fit (6% of cell16_blank's
-         * re-fitted pairs; test_refit_leashed_to_first_fit). The first fit
-         * alone is no anchor: where it went the wrong way (3.2 px off the
-         * truth from a start 3.2 px off), the start's re-fit went 1.6 px
-         * the right way, 2.3 px from it. */
-        const double ly[2] = {*dy, fy}, lx[2] = {*dx, fx};
         if (!fit_overlap(wide, a, b, h, w, iy, ix, work, plans, pass || !first ? 1 : 2, sy, sx, first ? 2 : 1, ly, lx,
                          &ry, &rx))
             break;

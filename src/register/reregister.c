@@ -294,15 +294,18 @@ static ts_status search(ts_registrar *r, const ts_strip_geometry *g, ts_samples 
      * overlap every pair is searched and most keep their first result. */
     if (first_stays || !ts_reregister_accept(out, ts_registrar_min_ncc(r))) return TS_OK;
     double dy = by, dx = bx;
+    /* The refinement is kept as far as its own leash lets it move (2 px
+     * from the integer maximum, its low-passed re-fit 2 px from its first
+     * fit: refine.h): on noisy low-contrast overlaps the window's NCC is
+     * flat enough for its integer maximum to be a pixel or two off, and a
+     * leash of 1 px here threw away refinements that had found the truth
+     * (within 0.09 px, 1.09 px from the maximum), leaving the pair a whole
+     * pixel off. Over the 36 plates of test_register_robust.py's recipes at
+     * 6 seeds each the worst tile went from 0.65 to 0.36 px
+     * (docs/register.md). A leash of 2 px from the maximum here, once the
+     * refinement's own, would now turn a re-fit 2-4 px away into an
+     * unfitted pair at the integer maximum. */
     out->fitted = ts_registrar_refine(r, &dy, &dx);
-    /* The refinement may move up to 2 px from the integer maximum, and is
-     * kept as far: on noisy low-contrast overlaps the window's NCC is flat
-     * enough for its integer maximum to be a pixel off, and a leash of 1 px
-     * threw away refinements that had found the truth (within 0.09 px, 1.09
-     * px from the maximum), leaving the pair a whole pixel off. Over the
-     * 36 plates of test_register_robust.py's recipes at 6 seeds each the
-     * worst tile went from 0.65 to 0.36 px (docs/register.md). */
-    if (!(fabs(dy - by) <= 2.0 && fabs(dx - bx) <= 2.0)) dy = by, dx = bx, out->fitted = false;
     out->refined = true;
     out->dy = dy + g->off_dy;
     out->dx = dx + g->off_dx;

@@ -101,7 +101,7 @@ typedef struct ts_rereg_result {
     bool refined;        /* the sub-pixel refinement ran: only where
                             ts_reregister_choose, at the registrar's min_ncc, can take
                             the result (accepted, and better than ncc_first) */
-    bool fitted;         /* ... and a fit converged within 2 px of the maximum */
+    bool fitted;         /* ... and a fit converged within its leash (refine.h) */
     double ncc;          /* its NCC */
     double search_best;  /* the best NCC of the window's samples (on block means
                             when the window was searched on them; else = ncc) */
