@@ -197,6 +197,25 @@ static void test_structured_misfit_keeps_first_fit(void **state) {
     free(work), free(field);
 }
 
+/* A refinement's scratch for h x w strips, the test's draws seeded. */
+typedef struct refine_fixture {
+    float *work;
+    ts_lowpass_plans *plans;
+} refine_fixture;
+
+static refine_fixture fixture_open(int h, int w, uint64_t seed) {
+    rng_state = seed; /* its own draws, whichever tests ran before */
+    refine_fixture f = {malloc(TS_REFINE_WORK(h, w) * sizeof(float)), ts_lowpass_plans_create()};
+    assert_non_null(f.work);
+    assert_non_null(f.plans);
+    return f;
+}
+
+static void fixture_close(refine_fixture *f) {
+    ts_lowpass_plans_free(f->plans);
+    free(f->work);
+}
+
 /* The low-passed re-fit refines the first fit, so its answer may be
  * within 2 px of that fit as well as of the integer start: where the integer
  * correlation maximum is 2 px off (a thin, faint overlap, as on
@@ -210,9 +229,7 @@ static void test_structured_misfit_keeps_first_fit(void **state) {
 static void test_refit_leashed_to_first_fit(void **state) {
     (void)state;
     const int h = 160, w = 20, trials = 24;
-    rng_state = 0x5EEDF17ull; /* its own draws, whichever tests ran before */
-    float *work = malloc(TS_REFINE_WORK(h, w) * sizeof *work);
-    ts_lowpass_plans *plans = ts_lowpass_plans_create();
+    refine_fixture f = fixture_open(h, w, 0x5EEDF17ull);
     int refitted = 0, first = 0;
     double se_refit = 0, se_first = 0;
     for (int i = 0; i < trials; i++) {
@@ -221,7 +238,7 @@ static void test_refit_leashed_to_first_fit(void **state) {
         const double sy = 0.3, sx = 6.0 + 2.0 + 0.25 * urand();
         float *a = render(&t, h, w, 0, 0, 1.5), *b = render(&t, h, w, sy, sx, 1.5);
         double dy = 0, dx = 6;
-        ts_refine_how how = ts_refine(a, b, h, w, 0.5, work, plans, &dy, &dx);
+        ts_refine_how how = ts_refine(a, b, h, w, 0.5, f.work, f.plans, &dy, &dx);
         const double e2 = (dy - sy) * (dy - sy) + (dx - sx) * (dx - sx);
         if (how == TS_REFINE_LOWPASS) refitted++, se_refit += e2;
         if (how == TS_REFINE_FIRST) first++, se_first += e2;
@@ -234,8 +251,7 @@ static void test_refit_leashed_to_first_fit(void **state) {
     assert_int_equal(first, 0);
     assert_true(refitted >= trials / 4);
     assert_true(sqrt(se_refit / refitted) < 0.15);
-    ts_lowpass_plans_free(plans);
-    free(work);
+    fixture_close(&f);
 }
 
 /* ... and within 2 px of the integer start too: where the first fit goes
@@ -252,9 +268,7 @@ static void test_refit_leashed_to_first_fit(void **state) {
 static void test_refit_leashed_to_start(void **state) {
     (void)state;
     const int h = 160, w = 24, trials = 24;
-    rng_state = 0x42ull; /* its own draws, whichever tests ran before */
-    float *work = malloc(TS_REFINE_WORK(h, w) * sizeof *work);
-    ts_lowpass_plans *plans = ts_lowpass_plans_create();
+    refine_fixture f = fixture_open(h, w, 0x42ull);
     int right = 0, gross = 0;
     for (int i = 0; i < trials; i++) {
         texture coarse, fine;
@@ -265,7 +279,7 @@ static void test_refit_leashed_to_start(void **state) {
         float *fa = render(&fine, h, w, 0, 0, 0.0), *fb = render(&fine, h, w, sy, sx + 2.8, 0.0);
         for (size_t k = 0; k < (size_t)h * (size_t)w; k++) a[k] += fa[k] - 1000, b[k] += fb[k] - 1000;
         double dy = 0, dx = 10;
-        ts_refine_how how = ts_refine(a, b, h, w, 0.5, work, plans, &dy, &dx);
+        ts_refine_how how = ts_refine(a, b, h, w, 0.5, f.work, f.plans, &dy, &dx);
         const double e = hypot(dy - sy, dx - sx);
         right += how == TS_REFINE_LOWPASS && e < 0.3;
         gross += e > 1.0;
@@ -274,8 +288,7 @@ static void test_refit_leashed_to_start(void **state) {
     printf("the first fit led astray: %d of %d re-fitted within 0.3 px, %d more than 1 px off\n", right, trials, gross);
     assert_true(right >= 12);
     assert_true(gross <= 12);
-    ts_lowpass_plans_free(plans);
-    free(work);
+    fixture_close(&f);
 }
 
 /* The fits as compiled for SSE2 and for AVX2 (ts_refine takes the latter
