@@ -193,14 +193,8 @@ static int cmp_u64(const void *p, const void *q) {
 }
 
 static int find_cell(const uint64_t *c, int nc, uint64_t key) {
-    int lo = 0, hi = nc - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (c[mid] == key) return mid;
-        if (c[mid] < key) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
+    const uint64_t *hit = bsearch(&key, c, (size_t)nc, sizeof *c, cmp_u64);
+    return hit ? (int)(hit - c) : -1;
 }
 
 /* Side k (top, right, bottom, left) of cell (x, y): the edge's key, and
