@@ -370,6 +370,14 @@ typedef struct ts_estimate_well_qc {
     char first_hanging[96];      /* the first of them, "" when none */
     int64_t refused;             /* pairs refused by the stage pass (refused_pairs) */
     char first_refused[2][96];   /* the first one's two tiles, "" when none */
+    int64_t disputed;            /* outlier pairs whose measurement the stage model of the rows and
+                                    columns holds and whose solved offset lies far outside its
+                                    window: the solve placed their tiles as though the stage had
+                                    slipped, against a pair that says it did not, and the run
+                                    cannot tell which is wrong (docs/qc.md); the well is then
+                                    implausible */
+    char first_disputed[2][96];  /* the one of largest residual: its two tiles, "" when none */
+    double disputed_px;          /* ... and its residual, px (0: none) */
     double worst_outlier_px;     /* the largest residual of an outlier pair, px (0: none) */
     char worst_outlier[2][96];   /* its two tiles ("A/1/003002"), "" when none */
     int groups;                  /* connected groups of tiles (isolated ones included) */
@@ -397,6 +405,8 @@ typedef struct ts_estimate_result {
     int64_t loop_downweighted_pairs; /* the solve's loop check down-weighted (docs/solve.md) */
     int64_t stage_downweighted_pairs; /* of loop_downweighted_pairs, those the loop check's
                                          stage model chose where the loops were ambiguous */
+    int64_t disputed_pairs;       /* outliers the stage model disputes (ts_estimate_well_qc):
+                                     each makes its well implausible */
     int64_t outlier_pairs;        /* flagged by the solve */
     int64_t isolated_tiles;       /* no usable pair: placed on the grid */
     int max_components;           /* most connected groups in one well */
@@ -409,7 +419,7 @@ typedef struct ts_estimate_result {
     /* The quality check (first rank only; filled also when it fails). */
     ts_overlap_qc overlap[2];     /* over the plate: [0] x, [1] y */
     ts_verdict verdict;
-    char verdict_message[480];    /* one line: what was measured, what to pass */
+    char verdict_message[768];    /* one line: what was measured, what to pass */
     bool written;                 /* the shifts file was written */
     int nwell_qc;
     ts_estimate_well_qc *well_qc; /* per well (malloc'd; ts_estimate_result_free) */

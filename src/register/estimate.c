@@ -47,6 +47,7 @@ typedef struct edge {
     int rank;       /* the rank whose share of the first pass's schedule held it */
     ts_register_result res;
     bool refused;   /* by the stage pass (ts_stage_pair.refused): res.matched is false */
+    double stage_ey, stage_ex; /* the stage model's prediction (ts_stage_pair.ey/ex; est_ctx.staged) */
 } edge;
 
 typedef struct est_ctx {
@@ -65,6 +66,10 @@ typedef struct est_ctx {
     ts_register_options reg;
     edge *edges;
     int64_t nedges;
+    /* The stage pass's model, when it ran (staged): the edges' predictions
+     * are its, for the check's disputed pairs. */
+    ts_stage_model stage_model;
+    bool staged;
     /* This rank's edges: [first, first + nlocal) of the schedule order
      * (all of them in one process). */
     int64_t first, nlocal;
@@ -420,8 +425,10 @@ static ts_status build_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
             const cell *t = &cells[i];
             int right = find_cell(cells, wi->npositions, t->gx + 1, t->gy);
             int below = find_cell(cells, wi->npositions, t->gx, t->gy + 1);
-            if (right >= 0) c->edges[c->nedges++] = (edge){w, t->pos, right, t->gx, t->gy, TS_PAIR_RIGHT, 0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}, false};
-            if (below >= 0) c->edges[c->nedges++] = (edge){w, t->pos, below, t->gx, t->gy, TS_PAIR_BELOW, 0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}, false};
+            if (right >= 0)
+                c->edges[c->nedges++] = (edge){.well = w, .a = t->pos, .b = right, .gx = t->gx, .gy = t->gy, .dir = TS_PAIR_RIGHT};
+            if (below >= 0)
+                c->edges[c->nedges++] = (edge){.well = w, .a = t->pos, .b = below, .gx = t->gx, .gy = t->gy, .dir = TS_PAIR_BELOW};
         }
         free(cells);
     }
@@ -465,8 +472,8 @@ static ts_status build_position_graph(est_ctx *c, ts_shifts *s, ts_error *err) {
         c->edges = ne;
         cap += np;
         for (int64_t k = 0; k < np; k++)
-            c->edges[c->nedges++] = (edge){w, pairs[k].a, pairs[k].b, pairs[k].gx, pairs[k].gy, (ts_pair_dir)pairs[k].dir,
-                                           0, 0, 0, {0, 0, 0, 0, 0, 0, false, false, false}, false};
+            c->edges[c->nedges++] = (edge){.well = w, .a = pairs[k].a, .b = pairs[k].b, .gx = pairs[k].gx,
+                                           .gy = pairs[k].gy, .dir = (ts_pair_dir)pairs[k].dir};
         free(pairs);
     }
     return st;
@@ -730,6 +737,23 @@ static ts_status gather_results(est_ctx *c, ts_error *err) {
 /* The pairs as the quality check sees them: the solve's outlier flags and
  * residuals are on the shifts' pairs, which are the matched edges in
  * canonical order. */
+/* An outlier of the solve that the stage model disputes
+ * (ts_estimate_well_qc.disputed): its measurement lies inside the model's
+ * window and its solved offset (the measurement plus the residual) more
+ * than TS_STAGE_FAR_WINDOWS windows outside it. The solve then placed its
+ * tiles as though the stage had slipped there, against a pair that says it
+ * did not; from the loops such a slip and a wrong pair the solve followed
+ * look alike (a slipped corner tile whose other pair is weak and wrong,
+ * test_loops_weak_evidence; 13 tiles 54 px off on a wrong pair at
+ * confidence 0.8 whose loop mate, right, weighed 0.001: register_sweep.py,
+ * 7x7 tiles of 128 px, 20% blank, seed 51), so the check chooses neither. */
+static bool stage_disputes(const est_ctx *c, const edge *e, const ts_shift_pair *sp) {
+    const ts_stage_dir *md = &c->stage_model.dir[e->dir];
+    if (!c->staged || !md->valid || !sp->outlier) return false;
+    return ts_stage_windows_off(md, e->stage_ey, e->stage_ex, sp->dy, sp->dx) <= 1 &&
+           ts_stage_windows_off(md, e->stage_ey, e->stage_ex, sp->dy + sp->ry, sp->dx + sp->rx) > TS_STAGE_FAR_WINDOWS;
+}
+
 static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     const int64_t nb = s ? c->nbridges : 0;
     ts_qc_pair *q = malloc((size_t)(c->nedges + nb ? c->nedges + nb : 1) * sizeof *q);
@@ -747,6 +771,7 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
         if (s && e->res.matched) {
             const ts_shift_pair *sp = &s->wells[e->well].pairs[k[e->well]++];
             q[i].outlier = sp->outlier;
+            q[i].disputed = stage_disputes(c, e, sp);
             q[i].residual = hypot(sp->ry, sp->rx);
         }
     }
@@ -1101,6 +1126,7 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
                                   opt->overlap_y, c->content, result, err);
     free(q);
     if (st != TS_OK) return st;
+    for (int i = 0; i < result->nwell_qc; i++) result->disputed_pairs += result->well_qc[i].disputed;
     /* Most pairs of a direction unmatched: nothing contradicts the nominal
      * overlap, but nothing confirms it either (strips cut where the tiles do
      * not overlap match nothing, and the tiles then sit on a wrong grid:
@@ -1171,8 +1197,8 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
             gx = c->guess_origin[ib][1] - c->guess_origin[ia][1];
         }
         /* redone by the rank that registered it (and kept its tiles) */
-        p[i] = (ts_stage_pair){e->well, e->dir, e->dir == TS_PAIR_RIGHT ? e->gy : e->gx, ia, ib, gy, gx, e->res,
-                               e->rank, false, false, false};
+        p[i] = (ts_stage_pair){.well = e->well, .dir = e->dir, .line = e->dir == TS_PAIR_RIGHT ? e->gy : e->gx,
+                               .ta = ia, .tb = ib, .gy = gy, .gx = gx, .res = e->res, .rank = e->rank};
     }
     const ts_stage_pass ps = {(int)c->h, (int)c->w, &c->reg, c->pool, c->ntiles, c->kept ? c->cache : NULL,
                               c->opt->cache_bytes, load_tile, release_tile, c, c->opt->dist, c->opt->progress,
@@ -1183,7 +1209,9 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     for (int64_t i = 0; st == TS_OK && i < c->nedges; i++) {
         c->edges[i].res = p[i].res;
         c->edges[i].refused = p[i].refused;
+        c->edges[i].stage_ey = p[i].ey, c->edges[i].stage_ex = p[i].ex;
     }
+    if (st == TS_OK) c->stage_model = sum.model, c->staged = true;
     /* Tiles the grid pairs leave outside their well's largest group: their
      * diagonal neighbours, where the corners match, on the first rank (which
      * solves), from the tiles it kept where it has them. */

@@ -57,6 +57,7 @@ typedef struct ts_qc_pair {
     int dir;            /* 0: x (right neighbour), 1: y (lower neighbour),
                            TS_QC_DIAGONAL: a diagonal bridge (bridge.h) */
     bool matched, outlier;
+    bool disputed;      /* an outlier the stage model disputes (solve/loops.h) */
     double confidence;
     double offset;      /* measured origin b - a along the pair's axis, px */
     double residual;    /* 2-D residual after the solve, px (0 if unmatched) */

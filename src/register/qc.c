@@ -126,17 +126,22 @@ _Static_assert(sizeof(((ts_estimate_well_qc *)0)->first_untrusted) == TILE_NAME_
                    sizeof(((ts_estimate_well_qc *)0)->first_cut_off) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->first_stranded) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->first_refused[0]) == TILE_NAME_CAP &&
-                   sizeof(((ts_estimate_well_qc *)0)->worst_outlier[0]) == TILE_NAME_CAP,
+                   sizeof(((ts_estimate_well_qc *)0)->worst_outlier[0]) == TILE_NAME_CAP &&
+                   sizeof(((ts_estimate_well_qc *)0)->first_disputed[0]) == TILE_NAME_CAP,
                "the well QC's tile names are of one size");
 static void tile_name(char *name, const ts_plate *plate, int wi, int64_t pos) {
     snprintf(name, TILE_NAME_CAP, "%s/%s", plate->wells[wi].path, plate->wells[wi].positions[pos]);
 }
 
-static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
+/* More outliers than right nominal overlaps give (the verdict's tables). */
+static bool too_many_outliers(const ts_estimate_well_qc *wq) {
     int64_t measured = wq->dir[0].measured + wq->dir[1].measured;
     int64_t outliers = wq->dir[0].outliers + wq->dir[1].outliers;
-    if (measured < QC_MIN_PAIRS) return TS_VERDICT_OK;
-    return (double)outliers > QC_MAX_OUTLIERS * (double)measured ? TS_VERDICT_IMPLAUSIBLE : TS_VERDICT_OK;
+    return measured >= QC_MIN_PAIRS && (double)outliers > QC_MAX_OUTLIERS * (double)measured;
+}
+
+static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
+    return wq->disputed || too_many_outliers(wq) ? TS_VERDICT_IMPLAUSIBLE : TS_VERDICT_OK;
 }
 
 /* Marks bridge[i] for the matched pairs p[i] that are not outliers whose
@@ -294,6 +299,14 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
                 tile_name(wq->worst_outlier[0], plate, wi, p[i].a);
                 tile_name(wq->worst_outlier[1], plate, wi, p[i].b);
             }
+            /* Disputed by the stage model: the tiles it places hang on a
+             * choice the run cannot make (solve/loops.h). */
+            if (p[i].well == wi && p[i].matched && p[i].disputed && p[i].residual > wq->disputed_px) {
+                wq->disputed_px = p[i].residual;
+                tile_name(wq->first_disputed[0], plate, wi, p[i].a);
+                tile_name(wq->first_disputed[1], plate, wi, p[i].b);
+            }
+            wq->disputed += p[i].well == wi && p[i].matched && p[i].disputed;
         }
         wq->verdict = well_verdict(wq);
         if (wq->verdict == TS_VERDICT_IMPLAUSIBLE) r->verdict = TS_VERDICT_IMPLAUSIBLE;
@@ -320,6 +333,7 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
     size_t at = 0;
     buf[0] = '\0';
     bool have[2];
+    bool disputes_only = r->verdict == TS_VERDICT_IMPLAUSIBLE; /* (every implausible well: by a dispute only) */
     at = append(buf, cap, at, "measured overlap ");
     for (int d = 0; d < 2; d++) {
         const ts_overlap_qc *q = &r->overlap[d];
@@ -338,11 +352,13 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
     }
     if (r->verdict == TS_VERDICT_IMPLAUSIBLE) {
         int64_t pairs = 0, measured = 0, outliers = 0, trusted = 0, isolated = 0;
-        int bad = 0, first = -1;
+        int bad = 0, first = -1, disputed = -1;
         for (int i = 0; i < r->nwell_qc; i++) {
             const ts_estimate_well_qc *wq = &r->well_qc[i];
             if (wq->verdict != TS_VERDICT_IMPLAUSIBLE) continue;
             if (first < 0) first = i;
+            if (disputed < 0 && wq->disputed) disputed = i;
+            disputes_only &= !too_many_outliers(wq);
             bad++;
             for (int d = 0; d < 2; d++) {
                 pairs += wq->dir[d].pairs, measured += wq->dir[d].measured;
@@ -354,13 +370,24 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
                     "%lld unmatched, %lld isolated tiles", bad, bad == 1 ? "" : "s",
                     first >= 0 ? r->well_qc[first].well : "?", bad > 1 ? ", ..." : "", (long long)trusted,
                     (long long)pairs, (long long)outliers, (long long)(pairs - measured), (long long)isolated);
+        if (disputed >= 0) {
+            const ts_estimate_well_qc *wq = &r->well_qc[disputed];
+            at = append(buf, cap, at, "; in %s the solution is %.1f px off pair %s %s, whose measurement fits the "
+                        "stage's rows and columns: either the stage slipped there by more than it scatters or the "
+                        "solve followed a wrong pair, and the pairs cannot tell which (%lld such pair%s%s): check "
+                        "the tiles around it", wq->well, wq->disputed_px, wq->first_disputed[0],
+                        wq->first_disputed[1], (long long)wq->disputed, wq->disputed == 1 ? "" : "s",
+                        disputed != first || bad > 1 ? " in this well" : "");
+        }
     }
     const ts_overlap_qc *x = &r->overlap[0], *y = &r->overlap[1];
     /* Which nominal values the reliable measurements contradict. */
     bool off[2] = {have[0] && fabs(x->overlap - x->nominal) > tolerance(x),
                    have[1] && fabs(y->overlap - y->nominal) > tolerance(y)};
     bool suggest = (have[0] || !x->pairs) && (have[1] || !y->pairs) && (have[0] || have[1]);
-    if (suggest && !off[0] && !off[1]) {
+    if (disputes_only && !off[0] && !off[1]) {
+        /* Disputed pairs alone: the overlap and orientation are not in question. */
+    } else if (suggest && !off[0] && !off[1]) {
         /* Implausible although the overlap is as given: not the overlap. */
         at = append(buf, cap, at, "; the measured overlap agrees with the nominal one (x %d, y %d px): check the "
                     "orientation flags and the tiles", x->nominal, y->nominal);

@@ -157,9 +157,7 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
         if (!md->valid) continue;
         ts_stage_plan *pl = &plan[i];
         /* (radii are at least 2 px: window_radius) */
-        pl->windows_off = p[i].res.matched ? fmax(fabs(p[i].res.dy - pl->ey) / md->radius[0],
-                                                  fabs(p[i].res.dx - pl->ex) / md->radius[1])
-                                           : 0;
+        pl->windows_off = p[i].res.matched ? ts_stage_windows_off(md, pl->ey, pl->ex, p[i].res.dy, p[i].res.dx) : 0;
         pl->outlying = pl->windows_off > 1;
         const bool all = md->radius[p[i].dir == TS_PAIR_RIGHT ? 1 : 0] > MODEL_REDO_ALL * md->overlap;
         /* (besides the outliers, a subset of ts_stage_may_redo's) */
@@ -167,6 +165,10 @@ ts_status ts_stage_model_fit(const ts_stage_pair *p, int64_t n, int h, int w, ts
     }
     free(v), free(scratch), free(order);
     return TS_OK;
+}
+
+double ts_stage_windows_off(const ts_stage_dir *md, double ey, double ex, double dy, double dx) {
+    return fmax(fabs(dy - ey) / md->radius[0], fabs(dx - ex) / md->radius[1]);
 }
 
 int ts_stage_depth(double overlap, int radius, int extent) {

@@ -31,6 +31,8 @@ typedef struct ts_stage_pair {
     ts_register_result res; /* the first pass's; replaced where re-registered */
     int rank;           /* the rank that registered it in the first pass, which redoes it
                            (0 in one process) */
+    double ey, ex;      /* set by ts_stage_reregister: the offset the model predicts for it
+                           (ts_stage_plan), NAN where its direction has no model */
     bool replaced;      /* set by ts_stage_reregister */
     bool rematched;     /* ... and unmatched in the first pass */
     bool refused;       /* set by ts_stage_reregister: matched, redone, kept, inside the
@@ -65,6 +67,16 @@ typedef struct ts_stage_plan {
                             two components' |offset - prediction| / radius; 0 unmatched or
                             without a model) */
 } ts_stage_plan;
+
+/* How many windows off the prediction (ey, ex) the offset (dy, dx) lies
+ * under direction model md: the larger of its components'
+ * |offset - prediction| / radius. */
+double ts_stage_windows_off(const ts_stage_dir *md, double ey, double ex, double dy, double dx);
+/* Past this many windows a pair is far off the stage: the stage pass
+ * refuses such a confident pair where no loop checks it (stage_pass.c), and
+ * estimate's check fails a well whose solve puts a pair there against its
+ * measurement inside the window (a disputed outlier, qc.c). */
+#define TS_STAGE_FAR_WINDOWS 1.5
 
 /* Whether the model's plan may redo a pair from its first result alone:
  * unmatched, weak, or without a sub-pixel fit (redone where the direction's

@@ -7,6 +7,7 @@
  * thread or rank count. */
 #include "register/stage_model.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -226,13 +227,12 @@ done:
  *   pairs").
  * - Confident ones only where no loop of matched pairs runs through them
  *   (a graph bridge, after the weak ones are out) and more than
- *   FAR_WINDOWS windows off: a slipped tile's pairs are all off the model
+ *   TS_STAGE_FAR_WINDOWS windows off: a slipped tile's pairs are all off the model
  *   and agree with each other, which the solve's loop check sees; a lone
  *   pair has nothing to check it against. Over those plates (seeds 1-40) 9
  *   confident pairs outside the window were 48-83 px off, 1.6-4.0 windows
  *   out, and the 6 right ones 1.01-1.31 (refused at 1 window, two of them,
  *   each its corner tile's only pair, put the tile 5-6 px off). */
-#define FAR_WINDOWS 1.5
 
 static ts_status refuse_pairs(ts_stage_pair *p, int64_t n, const ts_stage_plan *plan, int64_t ntiles,
                                  ts_stage_summary *sum, ts_error *err) {
@@ -250,7 +250,7 @@ static ts_status refuse_pairs(ts_stage_pair *p, int64_t n, const ts_stage_plan *
     }
     ok = ok && ts_graph_bridges(ntiles, n, (const int64_t(*)[2])ends, use, bridge);
     for (int64_t i = 0; ok && i < n; i++)
-        if (plan[i].outlying && !p[i].replaced && use[i] && bridge[i] && plan[i].windows_off > FAR_WINDOWS)
+        if (plan[i].outlying && !p[i].replaced && use[i] && bridge[i] && plan[i].windows_off > TS_STAGE_FAR_WINDOWS)
             p[i].refused = true;
     free(ends), free(use), free(bridge);
     if (!ok) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the loops of %lld pairs", (long long)n);
@@ -279,6 +279,10 @@ ts_status ts_stage_reregister(const ts_stage_pass *ps, ts_stage_pair *p, int64_t
     if (st == TS_OK) {
         for (int64_t i = 0; i < n; i++) p[i].replaced = p[i].rematched = p[i].refused = false;
         st = ts_stage_model_fit(p, n, ps->h, ps->w, &sum->model, plan, err);
+        for (int64_t i = 0; st == TS_OK && i < n; i++) {
+            const bool have = sum->model.dir[p[i].dir].valid;
+            p[i].ey = have ? plan[i].ey : NAN, p[i].ex = have ? plan[i].ex : NAN;
+        }
     }
     if (st == TS_OK) {
         ts_strip_geometry base[2];
