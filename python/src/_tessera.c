@@ -403,6 +403,7 @@ static PyObject *estimate_dict(const ts_estimate_result *r) {
                                                           {"rematched_pairs", r->rematched_pairs},
                                                           {"loop_downweighted_pairs", r->loop_downweighted_pairs},
                                                           {"stage_downweighted_pairs", r->stage_downweighted_pairs},
+                                                          {"disputed_pairs", r->disputed_pairs},
                                                           {"content_reads", r->content_reads}};
     for (size_t k = 0; d && k < sizeof more / sizeof *more; k++) {
         PyObject *v = PyLong_FromLongLong((long long)more[k].v);

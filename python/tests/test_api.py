@@ -90,7 +90,7 @@ tessera.estimate(plate, (32, 32), output=path("py.yaml"), threads=2)
 cj = json.loads(cli("estimate", plate, "-o", path("cli_j.yaml"), "--overlap", "32", "--threads", "2", "--quiet",
                     "--json").stdout)
 for key in ("reregistered_pairs", "rematched_pairs", "loop_downweighted_pairs", "stage_downweighted_pairs",
-            "unmatched_pairs", "pairs", "content_reads"):
+            "disputed_pairs", "unmatched_pairs", "pairs", "content_reads"):
     check(summary.get(key) == cj.get(key), f"estimate summary {key}: {summary.get(key)} vs the CLI's {cj.get(key)}")
 check(open(path("cli.yaml")).read() == open(path("py.yaml")).read(),
       "estimate(output=) and `tessera estimate` wrote different shifts files")

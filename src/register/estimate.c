@@ -738,20 +738,10 @@ static ts_status gather_results(est_ctx *c, ts_error *err) {
  * residuals are on the shifts' pairs, which are the matched edges in
  * canonical order. */
 /* An outlier of the solve that the stage model disputes
- * (ts_estimate_well_qc.disputed): its measurement lies inside the model's
- * window and its solved offset (the measurement plus the residual) more
- * than TS_STAGE_FAR_WINDOWS windows outside it. The solve then placed its
- * tiles as though the stage had slipped there, against a pair that says it
- * did not; from the loops such a slip and a wrong pair the solve followed
- * look alike (a slipped corner tile whose other pair is weak and wrong,
- * test_loops_weak_evidence; 13 tiles 54 px off on a wrong pair at
- * confidence 0.8 whose loop mate, right, weighed 0.001: register_sweep.py,
- * 7x7 tiles of 128 px, 20% blank, seed 51), so the check chooses neither. */
+ * (ts_estimate_well_qc.disputed, ts_stage_disputes). */
 static bool stage_disputes(const est_ctx *c, const edge *e, const ts_shift_pair *sp) {
-    const ts_stage_dir *md = &c->stage_model.dir[e->dir];
-    if (!c->staged || !md->valid || !sp->outlier) return false;
-    return ts_stage_windows_off(md, e->stage_ey, e->stage_ex, sp->dy, sp->dx) <= 1 &&
-           ts_stage_windows_off(md, e->stage_ey, e->stage_ex, sp->dy + sp->ry, sp->dx + sp->rx) > TS_STAGE_FAR_WINDOWS;
+    return c->staged && sp->outlier &&
+           ts_stage_disputes(&c->stage_model.dir[e->dir], e->stage_ey, e->stage_ex, sp->dy, sp->dx, sp->ry, sp->rx);
 }
 
 static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {

@@ -171,6 +171,11 @@ double ts_stage_windows_off(const ts_stage_dir *md, double ey, double ex, double
     return fmax(fabs(dy - ey) / md->radius[0], fabs(dx - ex) / md->radius[1]);
 }
 
+bool ts_stage_disputes(const ts_stage_dir *md, double ey, double ex, double dy, double dx, double ry, double rx) {
+    return md->valid && ts_stage_windows_off(md, ey, ex, dy, dx) <= 1 &&
+           ts_stage_windows_off(md, ey, ex, dy + ry, dx + rx) > TS_STAGE_FAR_WINDOWS;
+}
+
 int ts_stage_depth(double overlap, int radius, int extent) {
     /* The deepest overlap the window allows, cut from the measured
      * overlap (not the nominal one: a larger true overlap is then inside

@@ -74,9 +74,22 @@ typedef struct ts_stage_plan {
 double ts_stage_windows_off(const ts_stage_dir *md, double ey, double ex, double dy, double dx);
 /* Past this many windows a pair is far off the stage: the stage pass
  * refuses such a confident pair where no loop checks it (stage_pass.c), and
- * estimate's check fails a well whose solve puts a pair there against its
- * measurement inside the window (a disputed outlier, qc.c). */
+ * a solve that puts a pair there against its measurement inside the
+ * window is disputed (ts_stage_disputes). */
 #define TS_STAGE_FAR_WINDOWS 1.5
+/* Whether the model md disputes a pair's solved offset: the measurement
+ * (dy, dx) lies inside the window around the prediction (ey, ex) and the
+ * solved offset, the measurement plus the solve's residual (ry, rx), more
+ * than TS_STAGE_FAR_WINDOWS windows outside it. The solve then placed the
+ * pair's tiles as though the stage had slipped there by more than it
+ * scatters, against a pair that says it did not. From the loops such a
+ * slip and a wrong pair the solve followed look alike (a slipped corner
+ * tile whose other pair is weak and wrong: test_loops_weak_evidence; 13
+ * tiles 54 px off on a wrong pair at confidence 0.8 whose loop mate, right,
+ * weighed 0.001: register_sweep.py, 7x7 tiles of 128 px, 20% blank, seed
+ * 51), so neither is chosen: estimate fails the well (docs/qc.md). False
+ * without a model of the direction (md->valid). */
+bool ts_stage_disputes(const ts_stage_dir *md, double ey, double ex, double dy, double dx, double ry, double rx);
 
 /* Whether the model's plan may redo a pair from its first result alone:
  * unmatched, weak, or without a sub-pixel fit (redone where the direction's

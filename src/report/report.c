@@ -134,6 +134,16 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
             ts_strbuf_printf(b, "): %s tiles are placed without %s.</p>\n", q->refused == 1 ? "its" : "their",
                              q->refused == 1 ? "it" : "them");
         }
+        if (q->disputed) {
+            ts_strbuf_printf(b, "<p class=\"check\">%lld outlier%s disputed by the stage model (first: ",
+                             (long long)q->disputed, q->disputed == 1 ? "" : "s");
+            put_text(b, q->first_disputed[0]);
+            ts_strbuf_printf(b, " &ndash; ");
+            put_text(b, q->first_disputed[1]);
+            ts_strbuf_printf(b, ", %.1f px off the solution): its measurement fits the stage's rows and columns, "
+                             "the solution puts it far outside them; either the stage slipped there or the solve "
+                             "followed a wrong pair.</p>\n", q->disputed_px);
+        }
         if (q->worst_outlier[0][0]) {
             ts_strbuf_printf(b, "<p class=\"check\">Worst outlier: ");
             put_text(b, q->worst_outlier[0]);

@@ -92,6 +92,44 @@ static void test_model_and_plan(void **state) {
     for (int i = 0; i < 3; i++) assert_false(plan[i].redo);
 }
 
+/* A solved offset the model disputes: the measurement inside the window,
+ * the measurement plus the solve's residual more than
+ * TS_STAGE_FAR_WINDOWS windows outside it, along either axis. An ordinary
+ * outlier (a wrong measurement off the model that the solve brings back to
+ * it, or one already off it that the solve moves further) and a solve
+ * within the stage's scatter are not disputed; nor is anything without a
+ * model of the direction. */
+static void test_disputes(void **state) {
+    (void)state;
+    ts_stage_pair p[20];
+    int n = 0;
+    static const double jit[5] = {-2, -1, 0, 1, 2};
+    for (int row = 0; row < 4; row++)
+        for (int k = 0; k < 5; k++) p[n++] = right_pair(row, 0.5 * jit[k], 104 + jit[(k + row) % 5], 0.8, true);
+    ts_stage_model m;
+    ts_stage_plan plan[20];
+    assert_int_equal(ts_stage_model_fit(p, n, H, W, &m, plan, NULL), TS_OK);
+    const ts_stage_dir *d = &m.dir[TS_PAIR_RIGHT];
+    assert_true(d->valid);
+    const double ey = plan[0].ey, ex = plan[0].ex, rx = d->radius[1], ry = d->radius[0];
+    const double far = TS_STAGE_FAR_WINDOWS;
+    /* On the prediction, solved 3 windows off along the axis, or across it. */
+    assert_true(ts_stage_disputes(d, ey, ex, ey, ex, 0, 3 * rx));
+    assert_true(ts_stage_disputes(d, ey, ex, ey, ex, -3 * ry, 0));
+    /* Just inside the window, solved just past the far limit. */
+    assert_true(ts_stage_disputes(d, ey, ex, ey, ex + 0.95 * rx, 0, (far - 0.9) * rx));
+    /* Solved within the far limit: the stage may scatter so. */
+    assert_false(ts_stage_disputes(d, ey, ex, ey, ex, 0, (far - 0.1) * rx));
+    assert_false(ts_stage_disputes(d, ey, ex, ey, ex + 0.5 * rx, 0.9 * ry, 0.9 * rx));
+    /* A wrong measurement 3 windows off that the solve brings back. */
+    assert_false(ts_stage_disputes(d, ey, ex, ey, ex + 3 * rx, 0, -3 * rx));
+    /* Measured outside the window already (1.2 windows), solved further. */
+    assert_false(ts_stage_disputes(d, ey, ex, ey, ex + 1.2 * rx, 0, 2 * rx));
+    /* No model of the direction. */
+    assert_false(m.dir[TS_PAIR_BELOW].valid);
+    assert_false(ts_stage_disputes(&m.dir[TS_PAIR_BELOW], ey, ex, ey, ex, 0, 3 * rx));
+}
+
 /* Where the stage scatters by a good part of the overlap (window radius
  * over MODEL_REDO_ALL of it), the confident pairs a sub-pixel fit vouches
  * for are not searched again, those it does not (unfitted) are; where it
@@ -438,6 +476,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_and_plan),
         cmocka_unit_test(test_plan_unfitted),
+        cmocka_unit_test(test_disputes),
         cmocka_unit_test(test_first_pass_unfitted),
         cmocka_unit_test(test_faint_many_draws),
         cmocka_unit_test(test_confined_search),
