@@ -46,16 +46,23 @@ static ts_stage_pair right_pair(int line, double dy, double dx, double conf, boo
     return p;
 }
 
-static void test_model_and_plan(void **state) {
-    (void)state;
-    /* 4 rows of 5 right pairs, origin offsets 104 +- 2 (overlap 24),
-     * row 2 shifted down by 5 px; then an outlier, a weak pair and an
-     * unmatched one in row 0. */
-    ts_stage_pair p[24];
+/* 4 rows of 5 right pairs, origin offsets 104 +- 2 (overlap 24), row 2
+ * shifted down by row2_dy px, into p[0, 20); returns 20. */
+static int four_rows(ts_stage_pair *p, double row2_dy) {
     int n = 0;
     static const double jit[5] = {-2, -1, 0, 1, 2};
     for (int row = 0; row < 4; row++)
-        for (int k = 0; k < 5; k++) p[n++] = right_pair(row, (row == 2 ? 5 : 0) + 0.5 * jit[k], 104 + jit[(k + row) % 5], 0.8, true);
+        for (int k = 0; k < 5; k++)
+            p[n++] = right_pair(row, (row == 2 ? row2_dy : 0) + 0.5 * jit[k], 104 + jit[(k + row) % 5], 0.8, true);
+    return n;
+}
+
+static void test_model_and_plan(void **state) {
+    (void)state;
+    /* Four rows, row 2 shifted down by 5 px; then an outlier, a weak pair
+     * and an unmatched one in row 0. */
+    ts_stage_pair p[24];
+    int n = four_rows(p, 5);
     const int outlier = n, weak = n + 1, unmatched = n + 2;
     p[n++] = right_pair(0, 0, 60, 0.9, true);
     p[n++] = right_pair(0, 0, 104, 0.2, true);
@@ -102,10 +109,7 @@ static void test_model_and_plan(void **state) {
 static void test_disputes(void **state) {
     (void)state;
     ts_stage_pair p[20];
-    int n = 0;
-    static const double jit[5] = {-2, -1, 0, 1, 2};
-    for (int row = 0; row < 4; row++)
-        for (int k = 0; k < 5; k++) p[n++] = right_pair(row, 0.5 * jit[k], 104 + jit[(k + row) % 5], 0.8, true);
+    const int n = four_rows(p, 0);
     ts_stage_model m;
     ts_stage_plan plan[20];
     assert_int_equal(ts_stage_model_fit(p, n, H, W, &m, plan, NULL), TS_OK);
