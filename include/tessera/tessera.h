@@ -376,7 +376,7 @@ typedef struct ts_estimate_well_qc {
                                     slipped, against a pair that says it did not, and the run
                                     cannot tell which is wrong (docs/qc.md); the well is then
                                     implausible */
-    char first_disputed[2][96];  /* the one of largest residual: its two tiles, "" when none */
+    char worst_disputed[2][96];  /* the one of largest residual: its two tiles, "" when none */
     double disputed_px;          /* ... and its residual, px (0: none) */
     double worst_outlier_px;     /* the largest residual of an outlier pair, px (0: none) */
     char worst_outlier[2][96];   /* its two tiles ("A/1/003002"), "" when none */

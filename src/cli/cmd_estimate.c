@@ -181,8 +181,8 @@ json_t *cli_estimate_json(const ts_estimate_result *r, double seconds) {
                                                                       : json_null());
         json_object_set_new(o, "worst_outlier_px", number(w->worst_outlier_px, 2));
         json_object_set_new(o, "disputed_pairs", json_integer((json_int_t)w->disputed));
-        json_object_set_new(o, "first_disputed_pair", w->disputed ? json_pack("[o,o]", cli_json_path(w->first_disputed[0]),
-                                                                            cli_json_path(w->first_disputed[1]))
+        json_object_set_new(o, "worst_disputed_pair", w->disputed ? json_pack("[o,o]", cli_json_path(w->worst_disputed[0]),
+                                                                            cli_json_path(w->worst_disputed[1]))
                                                                   : json_null());
         json_object_set_new(o, "disputed_px", number(w->disputed_px, 2));
         json_object_set_new(o, "refused_pairs", json_integer((json_int_t)w->refused));
@@ -281,9 +281,9 @@ void cli_estimate_summary(const char *cmd, const ts_estimate_result *r) {
             fprintf(stderr, "; worst outlier %s %s (residual %.1f px)", w->worst_outlier[0], w->worst_outlier[1],
                     w->worst_outlier_px);
         if (w->disputed)
-            fprintf(stderr, "; %lld outlier%s disputed by the stage model (%s %s%s: %.1f px off the solution, its "
-                    "measurement on the stage's rows and columns)", (long long)w->disputed, w->disputed == 1 ? "" : "s",
-                    w->first_disputed[0], w->first_disputed[1], w->disputed > 1 ? ", ..." : "", w->disputed_px);
+            fprintf(stderr, "; %lld outlier%s disputed by the stage model (%s %s%s: measured on the stage's rows and "
+                    "columns, solved %.1f px off)", (long long)w->disputed, w->disputed == 1 ? "" : "s",
+                    w->worst_disputed[0], w->worst_disputed[1], w->disputed > 1 ? ", ..." : "", w->disputed_px);
         if (w->hanging)
             fprintf(stderr, "; %lld tile%s hang%s on one weak pair in no loop, or on outliers (%s%s): check %s", (long long)w->hanging,
                     w->hanging == 1 ? "" : "s", w->hanging == 1 ? "s" : "", w->first_hanging,

@@ -734,9 +734,6 @@ static ts_status gather_results(est_ctx *c, ts_error *err) {
     return st;
 }
 
-/* The pairs as the quality check sees them: the solve's outlier flags and
- * residuals are on the shifts' pairs, which are the matched edges in
- * canonical order. */
 /* An outlier of the solve that the stage model disputes
  * (ts_estimate_well_qc.disputed, ts_stage_disputes). */
 static bool stage_disputes(const est_ctx *c, const edge *e, const ts_shift_pair *sp) {
@@ -744,6 +741,9 @@ static bool stage_disputes(const est_ctx *c, const edge *e, const ts_shift_pair 
            ts_stage_disputes(&c->stage_model.dir[e->dir], e->stage_ey, e->stage_ex, sp->dy, sp->dx, sp->ry, sp->rx);
 }
 
+/* The pairs as the quality check sees them: the solve's outlier flags and
+ * residuals are on the shifts' pairs, which are the matched edges in
+ * canonical order. */
 static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
     const int64_t nb = s ? c->nbridges : 0;
     ts_qc_pair *q = malloc((size_t)(c->nedges + nb ? c->nedges + nb : 1) * sizeof *q);
@@ -850,10 +850,12 @@ static ts_status probe_overlap(est_ctx *c, ts_estimate_result *result, ts_error 
     bool need[2];
     ts_overlap_qc best[2];
     memset(best, 0, sizeof best);
+    /* (a disputed outlier puts no overlap in question: probed only for
+     * what else calls for it) */
+    const bool failed = result->verdict != TS_VERDICT_OK && !ts_qc_disputes_only(result);
     for (int d = 0; d < 2; d++) {
         const ts_overlap_qc *o = &result->overlap[d];
-        need[d] = o->pairs >= 3 && (result->verdict != TS_VERDICT_OK || !ts_qc_measurement_reliable(o) ||
-                                    ts_qc_low_coverage(o));
+        need[d] = o->pairs >= 3 && (failed || !ts_qc_measurement_reliable(o) || ts_qc_low_coverage(o));
         if (ts_qc_measurement_reliable(o)) best[d].trusted = o->trusted;
     }
     if ((!need[0] && !need[1]) || c->guess_origin || ts_dist_size(opt->dist) > 1) return TS_OK;

@@ -57,7 +57,7 @@ typedef struct ts_qc_pair {
     int dir;            /* 0: x (right neighbour), 1: y (lower neighbour),
                            TS_QC_DIAGONAL: a diagonal bridge (bridge.h) */
     bool matched, outlier;
-    bool disputed;      /* an outlier the stage model disputes (solve/loops.h) */
+    bool disputed;      /* an outlier the stage model disputes (ts_stage_disputes) */
     double confidence;
     double offset;      /* measured origin b - a along the pair's axis, px */
     double residual;    /* 2-D residual after the solve, px (0 if unmatched) */
@@ -73,6 +73,9 @@ bool ts_qc_trusted(const ts_qc_pair *p);
 bool ts_qc_overlap_wrong(const ts_overlap_qc *q);
 bool ts_qc_measurement_reliable(const ts_overlap_qc *q);
 bool ts_qc_low_coverage(const ts_overlap_qc *q);
+/* Implausible, and every implausible well only for a disputed outlier
+ * (ts_estimate_well_qc.disputed): not the overlap's doing. */
+bool ts_qc_disputes_only(const ts_estimate_result *r);
 /* Median and 1.4826 MAD of v[0, n) (v is sorted; scratch: n doubles). */
 void ts_qc_median_spread(double *v, int64_t n, double *scratch, double *median, double *spread);
 

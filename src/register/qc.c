@@ -127,7 +127,7 @@ _Static_assert(sizeof(((ts_estimate_well_qc *)0)->first_untrusted) == TILE_NAME_
                    sizeof(((ts_estimate_well_qc *)0)->first_stranded) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->first_refused[0]) == TILE_NAME_CAP &&
                    sizeof(((ts_estimate_well_qc *)0)->worst_outlier[0]) == TILE_NAME_CAP &&
-                   sizeof(((ts_estimate_well_qc *)0)->first_disputed[0]) == TILE_NAME_CAP,
+                   sizeof(((ts_estimate_well_qc *)0)->worst_disputed[0]) == TILE_NAME_CAP,
                "the well QC's tile names are of one size");
 static void tile_name(char *name, const ts_plate *plate, int wi, int64_t pos) {
     snprintf(name, TILE_NAME_CAP, "%s/%s", plate->wells[wi].path, plate->wells[wi].positions[pos]);
@@ -142,6 +142,13 @@ static bool too_many_outliers(const ts_estimate_well_qc *wq) {
 
 static ts_verdict well_verdict(const ts_estimate_well_qc *wq) {
     return wq->disputed || too_many_outliers(wq) ? TS_VERDICT_IMPLAUSIBLE : TS_VERDICT_OK;
+}
+
+bool ts_qc_disputes_only(const ts_estimate_result *r) {
+    if (r->verdict != TS_VERDICT_IMPLAUSIBLE) return false;
+    for (int i = 0; i < r->nwell_qc; i++)
+        if (r->well_qc[i].verdict == TS_VERDICT_IMPLAUSIBLE && too_many_outliers(&r->well_qc[i])) return false;
+    return true;
 }
 
 /* Marks bridge[i] for the matched pairs p[i] that are not outliers whose
@@ -299,14 +306,17 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
                 tile_name(wq->worst_outlier[0], plate, wi, p[i].a);
                 tile_name(wq->worst_outlier[1], plate, wi, p[i].b);
             }
-            /* Disputed by the stage model: the tiles it places hang on a
-             * choice the run cannot make (solve/loops.h). */
-            if (p[i].well == wi && p[i].matched && p[i].disputed && p[i].residual > wq->disputed_px) {
-                wq->disputed_px = p[i].residual;
-                tile_name(wq->first_disputed[0], plate, wi, p[i].a);
-                tile_name(wq->first_disputed[1], plate, wi, p[i].b);
+            /* Disputed by the stage model (ts_stage_disputes, register/
+             * stage_model.h): the tiles it places hang on a choice the run
+             * cannot make. */
+            if (p[i].well == wi && p[i].disputed) {
+                wq->disputed++;
+                if (p[i].residual > wq->disputed_px) {
+                    wq->disputed_px = p[i].residual;
+                    tile_name(wq->worst_disputed[0], plate, wi, p[i].a);
+                    tile_name(wq->worst_disputed[1], plate, wi, p[i].b);
+                }
             }
-            wq->disputed += p[i].well == wi && p[i].matched && p[i].disputed;
         }
         wq->verdict = well_verdict(wq);
         if (wq->verdict == TS_VERDICT_IMPLAUSIBLE) r->verdict = TS_VERDICT_IMPLAUSIBLE;
@@ -333,7 +343,7 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
     size_t at = 0;
     buf[0] = '\0';
     bool have[2];
-    bool disputes_only = r->verdict == TS_VERDICT_IMPLAUSIBLE; /* (every implausible well: by a dispute only) */
+    const bool disputes_only = ts_qc_disputes_only(r);
     at = append(buf, cap, at, "measured overlap ");
     for (int d = 0; d < 2; d++) {
         const ts_overlap_qc *q = &r->overlap[d];
@@ -358,7 +368,6 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
             if (wq->verdict != TS_VERDICT_IMPLAUSIBLE) continue;
             if (first < 0) first = i;
             if (disputed < 0 && wq->disputed) disputed = i;
-            disputes_only &= !too_many_outliers(wq);
             bad++;
             for (int d = 0; d < 2; d++) {
                 pairs += wq->dir[d].pairs, measured += wq->dir[d].measured;
@@ -372,11 +381,11 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
                     (long long)pairs, (long long)outliers, (long long)(pairs - measured), (long long)isolated);
         if (disputed >= 0) {
             const ts_estimate_well_qc *wq = &r->well_qc[disputed];
-            at = append(buf, cap, at, "; in %s the solution is %.1f px off pair %s %s, whose measurement fits the "
+            at = append(buf, cap, at, "; in %s the solution is %.1f px off pair %.40s %.40s, whose measurement fits the "
                         "stage's rows and columns: either the stage slipped there by more than it scatters or the "
                         "solve followed a wrong pair, and the pairs cannot tell which (%lld such pair%s%s): check "
-                        "the tiles around it", wq->well, wq->disputed_px, wq->first_disputed[0],
-                        wq->first_disputed[1], (long long)wq->disputed, wq->disputed == 1 ? "" : "s",
+                        "the tiles around it", wq->well, wq->disputed_px, wq->worst_disputed[0],
+                        wq->worst_disputed[1], (long long)wq->disputed, wq->disputed == 1 ? "" : "s",
                         disputed != first || bad > 1 ? " in this well" : "");
         }
     }

@@ -84,10 +84,10 @@ double ts_stage_windows_off(const ts_stage_dir *md, double ey, double ex, double
  * pair's tiles as though the stage had slipped there by more than it
  * scatters, against a pair that says it did not. From the loops such a
  * slip and a wrong pair the solve followed look alike (a slipped corner
- * tile whose other pair is weak and wrong: test_loops_weak_evidence; 13
- * tiles 54 px off on a wrong pair at confidence 0.8 whose loop mate, right,
- * weighed 0.001: register_sweep.py, 7x7 tiles of 128 px, 20% blank, seed
- * 51), so neither is chosen: estimate fails the well (docs/qc.md). False
+ * tile whose other pair is weak and wrong: test_loops_weak_evidence; 7
+ * tiles with content 54 px off on a wrong pair at confidence 0.8 whose
+ * loop mate, right, weighed 0.001: register_sweep.py, 7x7 tiles of 128 px,
+ * 20% blank, seed 51), so neither is chosen: estimate fails the well (docs/qc.md). False
  * without a model of the direction (md->valid). */
 bool ts_stage_disputes(const ts_stage_dir *md, double ey, double ex, double dy, double dx, double ry, double rx);
 

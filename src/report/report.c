@@ -135,14 +135,14 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
                              q->refused == 1 ? "it" : "them");
         }
         if (q->disputed) {
-            ts_strbuf_printf(b, "<p class=\"check\">%lld outlier%s disputed by the stage model (first: ",
+            ts_strbuf_printf(b, "<p class=\"check\">%lld outlier%s disputed by the stage model: measured on the "
+                             "stage's rows and columns, solved far outside them (either the stage slipped there or "
+                             "the solve followed a wrong pair). The worst: ",
                              (long long)q->disputed, q->disputed == 1 ? "" : "s");
-            put_text(b, q->first_disputed[0]);
+            put_text(b, q->worst_disputed[0]);
             ts_strbuf_printf(b, " &ndash; ");
-            put_text(b, q->first_disputed[1]);
-            ts_strbuf_printf(b, ", %.1f px off the solution): its measurement fits the stage's rows and columns, "
-                             "the solution puts it far outside them; either the stage slipped there or the solve "
-                             "followed a wrong pair.</p>\n", q->disputed_px);
+            put_text(b, q->worst_disputed[1]);
+            ts_strbuf_printf(b, ", solved %.1f px off its measurement.</p>\n", q->disputed_px);
         }
         if (q->worst_outlier[0][0]) {
             ts_strbuf_printf(b, "<p class=\"check\">Worst outlier: ");

@@ -344,10 +344,10 @@ def unsupported_refused():
 
 
 # Plates (register_sweep.py's layouts) whose solve followed a wrong pair
-# against a right one the stage model holds: 13 tiles 54 px off (the loop
-# check condemned the right pair, of weight 0.001, against a wrong one at
-# confidence 0.8) and 29 tiles 47 px off (L1 followed a wrong pair at 0.55
-# against a right one at 0.04), both with verdict ok before.
+# against a right one the stage model holds: 7 tiles with content 54 px off
+# (the loop check condemned the right pair, of weight 0.001, against a
+# wrong one at confidence 0.8) and 2 tiles 48 px off (L1 followed a wrong
+# pair at 0.55 against a right one at 0.04), both with verdict ok before.
 DISPUTED = (("disputed_7x7", 24, ("--grid", "7x7", "--jitter", 6, "--blank", 0.2, "--seed", 51)),
             ("disputed_8x8", 16, ("--grid", "8x8", "--jitter", 5, "--blank", 0.3, "--seed", 39)))
 
@@ -357,7 +357,7 @@ def disputed_fail():
     stage model's window while its measurement lies inside it (a disputed
     outlier, docs/qc.md) is implausible: without --accept-poor exit 1, one
     message naming the pair and how far the solution is from it, and no
-    shifts file; with it, --json's disputed_pairs and first_disputed_pair,
+    shifts file; with it, --json's disputed_pairs and worst_disputed_pair,
     the pair an outlier of the file with that residual. Not vacuous: on each
     plate a tile with content is more than 20 px off the truth."""
     for name, overlap, sim in DISPUTED:
@@ -373,7 +373,7 @@ def disputed_fail():
               f"{label}: verdict {j['verdict']}, well {w['verdict']}, written {j['written']}")
         check(w["disputed_pairs"] >= 1 and j["disputed_pairs"] == w["disputed_pairs"],
               f"{label}: disputed {w['disputed_pairs']}, plate {j['disputed_pairs']}")
-        pair = w["first_disputed_pair"]
+        pair = w["worst_disputed_pair"]
         flagged = [s["pairs"]["A/1"][k][:2] + [np.hypot(*s["residuals"]["A/1"][k])] for k in s["outliers"]["A/1"]]
         check(pair and any([a, b] == pair and abs(r - w["disputed_px"]) < 0.01 for a, b, r in flagged),
               f"{label}: {pair} {w['disputed_px']} px is not an outlier of the file with that residual: {flagged}")
