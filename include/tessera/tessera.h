@@ -330,7 +330,7 @@ typedef struct ts_overlap_qc {
 typedef enum ts_verdict {
     TS_VERDICT_OK = 0,
     TS_VERDICT_OVERLAP_WRONG, /* measured overlap disagrees with the nominal one */
-    TS_VERDICT_IMPLAUSIBLE    /* too few trusted pairs, too many outliers */
+    TS_VERDICT_IMPLAUSIBLE    /* too many outliers, or a disputed one (ts_estimate_well_qc) */
 } ts_verdict;
 const char *ts_verdict_name(ts_verdict v); /* "ok", "overlap_wrong", "implausible" (--json's words) */
 
@@ -419,7 +419,7 @@ typedef struct ts_estimate_result {
     /* The quality check (first rank only; filled also when it fails). */
     ts_overlap_qc overlap[2];     /* over the plate: [0] x, [1] y */
     ts_verdict verdict;
-    char verdict_message[768];    /* one line: what was measured, what to pass */
+    char verdict_message[1024];    /* one line: what was measured, what to pass */
     bool written;                 /* the shifts file was written */
     int nwell_qc;
     ts_estimate_well_qc *well_qc; /* per well (malloc'd; ts_estimate_result_free) */

@@ -15,7 +15,11 @@
  *   >= 33%). Pairs that did not match at all (blank tiles, tiny or
  *   featureless tiles) contradict nothing: their tiles stay on the nominal
  *   grid, and the CLI warns when they are the majority (correct runs with
- *   10% blank tiles leave up to 38% unmatched). */
+ *   10% blank tiles leave up to 38% unmatched);
+ * - ... or when a well has a disputed outlier (ts_stage_disputes): the
+ *   solve placed tiles as though the stage had slipped by more than it
+ *   scatters, against a pair that says it did not, and nothing tells which
+ *   is wrong. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -381,10 +385,9 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
                     (long long)pairs, (long long)outliers, (long long)(pairs - measured), (long long)isolated);
         if (disputed >= 0) {
             const ts_estimate_well_qc *wq = &r->well_qc[disputed];
-            at = append(buf, cap, at, "; in %s the solution is %.1f px off pair %.40s %.40s, whose measurement fits the "
-                        "stage's rows and columns: either the stage slipped there by more than it scatters or the "
-                        "solve followed a wrong pair, and the pairs cannot tell which (%lld such pair%s%s): check "
-                        "the tiles around it", wq->well, wq->disputed_px, wq->worst_disputed[0],
+            at = append(buf, cap, at, "; in %s the solution is %.1f px off pair %.32s %.32s, which fits the stage's "
+                        "rows and columns: either the stage slipped there or the solve followed a wrong pair, and "
+                        "the pairs cannot tell which (%lld such pair%s%s): check the tiles around it", wq->well, wq->disputed_px, wq->worst_disputed[0],
                         wq->worst_disputed[1], (long long)wq->disputed, wq->disputed == 1 ? "" : "s",
                         disputed != first || bad > 1 ? " in this well" : "");
         }

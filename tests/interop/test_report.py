@@ -170,5 +170,15 @@ n, first = wq["refused_pairs"], wq["first_refused_pair"]
 check(n > 0 and f"{n} pair{'s' if n > 1 else ''} refused by the stage model" in html and first
       and f"(first: {first[0]} &ndash; {first[1]})" in html, f"report: refused pairs ({n}, {first}) not named")
 
+# ... and a disputed outlier (docs/qc.md, "The verdict"): on this plate the
+# solve puts a right pair 54 px off its measurement, which the stage model
+# holds (the well is implausible; --accept-poor writes the report).
+wq, html = report_of("disp", "24", "--grid", "7x7", "--tile", "128x128", "--jitter", "6", "--blank", "0.2",
+                     "--seed", "51")
+n, worst = wq["disputed_pairs"], wq["worst_disputed_pair"]
+check(n > 0 and f"{n} outlier{'s' if n > 1 else ''} disputed by the stage model" in html and worst
+      and f"The worst: {worst[0]} &ndash; {worst[1]}, solved {wq['disputed_px']:.1f} px off" in html
+      and wq["verdict"] == "implausible", f"report: disputed pairs ({n}, {worst}) not named")
+
 shutil.rmtree(TMP, ignore_errors=True)
 finish()
