@@ -25,6 +25,10 @@ The figures of docs/register.md ("Refused pairs", "Weak pairs") come from
 --list prints each plate whose worst tile differs by more than 1 px between
 the two runs, and each wrong written pair with its confidence.
 
+--half runs, instead of the nine layouts, 10x10 tiles of 160 px with a
+20 px overlap and a jitter of 10 px (half the overlap), with no blank
+tiles and with 20% (docs/register.md, "Known limits").
+
 --real runs the real-image recipes of tests/interop/test_register_robust.py
 instead (cell24, cell16_blank, ihc16_blank, hubble5pct, sem_rot; --seeds
 101-160 there): per recipe the worst tile with content per plate (float,
@@ -49,6 +53,9 @@ import register_plates as rp  # noqa: E402
 LAYOUTS = [(grid, tile, ov, jit, blank)
            for grid, tile, ov, jit in (("6x6", 256, 32, 8), ("7x7", 128, 24, 6), ("8x8", 128, 16, 5))
            for blank in (0.2, 0.3, 0.4)]
+# --half: a stage that scatters by half the overlap (issue 10's test set
+# reaches it), with no blank tiles and with a fifth of them.
+HALF_LAYOUTS = [("10x10", 160, 20, 10, blank) for blank in (0.0, 0.2)]
 
 
 def parse_seeds(s):
@@ -163,6 +170,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--real", action="store_true", help="the real-image recipes instead")
+    ap.add_argument("--half", action="store_true",
+                    help="10x10 tiles of 160 px, overlap 20, jitter 10 (half the overlap), 0%% and 20%% blank")
     args = ap.parse_args()
     BIN = os.path.abspath(args.bin)
     bins = {"new": (BIN, []),
@@ -170,7 +179,7 @@ def main():
     print(f"new: {BIN}; base: {' '.join([bins['base'][0], *bins['base'][1]])}")
     if args.real:
         return real(args, bins)
-    cases = [(lay, s) for s in parse_seeds(args.seeds) for lay in LAYOUTS]
+    cases = [(lay, s) for s in parse_seeds(args.seeds) for lay in (HALF_LAYOUTS if args.half else LAYOUTS)]
     with cf.ThreadPoolExecutor(args.jobs) as ex:
         results = list(ex.map(lambda c: one(c[0], c[1], bins), cases))
     for tag in bins:
