@@ -387,9 +387,9 @@ void ts_estimate_qc_message(const ts_estimate_result *r, bool same_nominal, char
             const ts_estimate_well_qc *wq = &r->well_qc[disputed];
             at = append(buf, cap, at, "; in %s the solution is %.1f px off pair %.32s %.32s, which fits the stage's "
                         "rows and columns: either the stage slipped there or the solve followed a wrong pair, and "
-                        "the pairs cannot tell which (%lld such pair%s%s): check the tiles around it", wq->well, wq->disputed_px, wq->worst_disputed[0],
-                        wq->worst_disputed[1], (long long)wq->disputed, wq->disputed == 1 ? "" : "s",
-                        disputed != first || bad > 1 ? " in this well" : "");
+                        "the pairs cannot tell which (%lld such pair%s%s): check the tiles around it", wq->well,
+                        wq->disputed_px, wq->worst_disputed[0], wq->worst_disputed[1], (long long)wq->disputed,
+                        wq->disputed == 1 ? "" : "s", disputed != first || bad > 1 ? " in this well" : "");
         }
     }
     const ts_overlap_qc *x = &r->overlap[0], *y = &r->overlap[1];
