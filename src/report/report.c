@@ -37,6 +37,13 @@ static void put_text(ts_strbuf *b, const char *s) {
     }
 }
 
+/* A pair of tiles, as the check names it: "A/1/000003 &ndash; A/1/000004". */
+static void put_pair(ts_strbuf *b, const char *a, const char *c) {
+    put_text(b, a);
+    ts_strbuf_printf(b, " &ndash; ");
+    put_text(b, c);
+}
+
 static const char *verdict_name(ts_verdict v) {
     return v == TS_VERDICT_OK ? "ok" : v == TS_VERDICT_OVERLAP_WRONG ? "overlap wrong" : "implausible";
 }
@@ -128,9 +135,7 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
                              "<p class=\"check\">%lld pair%s refused by the stage model, not borne out by its "
                              "window's search (first: ",
                              (long long)q->refused, q->refused == 1 ? "" : "s");
-            put_text(b, q->first_refused[0]);
-            ts_strbuf_printf(b, " &ndash; ");
-            put_text(b, q->first_refused[1]);
+            put_pair(b, q->first_refused[0], q->first_refused[1]);
             ts_strbuf_printf(b, "): %s tiles are placed without %s.</p>\n", q->refused == 1 ? "its" : "their",
                              q->refused == 1 ? "it" : "them");
         }
@@ -139,16 +144,12 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
                              "stage's rows and columns, solved far outside them (either the stage slipped there or "
                              "the solve followed a wrong pair). The worst: ",
                              (long long)q->disputed, q->disputed == 1 ? "" : "s");
-            put_text(b, q->worst_disputed[0]);
-            ts_strbuf_printf(b, " &ndash; ");
-            put_text(b, q->worst_disputed[1]);
+            put_pair(b, q->worst_disputed[0], q->worst_disputed[1]);
             ts_strbuf_printf(b, ", solved %.1f px off its measurement.</p>\n", q->disputed_px);
         }
         if (q->worst_outlier[0][0]) {
             ts_strbuf_printf(b, "<p class=\"check\">Worst outlier: ");
-            put_text(b, q->worst_outlier[0]);
-            ts_strbuf_printf(b, " &ndash; ");
-            put_text(b, q->worst_outlier[1]);
+            put_pair(b, q->worst_outlier[0], q->worst_outlier[1]);
             ts_strbuf_printf(b, ", residual %.1f px.</p>\n", q->worst_outlier_px);
         }
         put_dir_table(b, q->dir);
@@ -204,9 +205,7 @@ static ts_status put_well(ts_strbuf *b, const ts_shifts *s, const ts_well_shifts
                "<title>",
             cls, g[1], g[0], g[3], g[2], col, stroke * (pr->outlier ? 1.6 : 1.0),
             pr->confidence < 0.5 ? " stroke-dasharray=\"6 4\"" : "");
-        put_text(b, w->tiles[pr->a]);
-        ts_strbuf_printf(b, " &ndash; ");
-        put_text(b, w->tiles[pr->b]);
+        put_pair(b, w->tiles[pr->a], w->tiles[pr->b]);
         ts_strbuf_printf(b, ": residual %.2f px, confidence %.2f%s</title></line>\n", seams[i].residual, pr->confidence,
             pr->outlier ? ", outlier" : "");
     }
