@@ -1118,7 +1118,6 @@ static ts_status quality_check(est_ctx *c, const ts_shifts *s, ts_estimate_resul
                                   opt->overlap_y, c->content, result, err);
     free(q);
     if (st != TS_OK) return st;
-    for (int i = 0; i < result->nwell_qc; i++) result->disputed_pairs += result->well_qc[i].disputed;
     /* Most pairs of a direction unmatched: nothing contradicts the nominal
      * overlap, but nothing confirms it either (strips cut where the tiles do
      * not overlap match nothing, and the tiles then sit on a wrong grid:

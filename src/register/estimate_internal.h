@@ -79,7 +79,7 @@ bool ts_qc_disputes_only(const ts_estimate_result *r);
 /* Median and 1.4826 MAD of v[0, n) (v is sorted; scratch: n doubles). */
 void ts_qc_median_spread(double *v, int64_t n, double *scratch, double *median, double *spread);
 
-/* Fills r's overlap, well_qc (allocated), nwell_qc and verdict from the
+/* Fills r's overlap, well_qc (allocated), nwell_qc, disputed_pairs and verdict from the
  * pairs. tile_base: first tile id of each well of plate. content: by tile
  * id, the share of content (content.h) of each tile without a matched
  * pair, or NULL (not measured). */

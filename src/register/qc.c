@@ -217,6 +217,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         if (!p[i].outlier && (!bridge[i] || p[i].confidence >= QC_HANG_CONF)) ts_uf_join(hparent, a, b);
     }
     r->verdict = TS_VERDICT_OK;
+    r->disputed_pairs = 0;
     for (int wi = 0; wi < nw; wi++) {
         ts_estimate_well_qc *wq = &r->well_qc[wi];
         snprintf(wq->well, sizeof wq->well, "%s", plate->wells[wi].path);
@@ -324,6 +325,7 @@ ts_status ts_estimate_qc(const ts_qc_pair *p, int64_t n, const ts_plate *plate, 
         }
         wq->verdict = well_verdict(wq);
         if (wq->verdict == TS_VERDICT_IMPLAUSIBLE) r->verdict = TS_VERDICT_IMPLAUSIBLE;
+        r->disputed_pairs += wq->disputed;
     }
     if (r->verdict == TS_VERDICT_OK && (ts_qc_overlap_wrong(&r->overlap[0]) || ts_qc_overlap_wrong(&r->overlap[1])))
         r->verdict = TS_VERDICT_OVERLAP_WRONG;

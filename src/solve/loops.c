@@ -106,15 +106,16 @@ static int cmp_double(const void *p, const void *q) {
     return (a > b) - (a < b);
 }
 
+/* bsearch's comparison of a key with an edge (the edges are sorted by key,
+ * one edge per key: grid_edges). */
+static int cmp_key_edge(const void *k, const void *g) {
+    const uint64_t key = *(const uint64_t *)k, ek = ((const grid_edge *)g)->key;
+    return (key > ek) - (key < ek);
+}
+
 static int find_edge(const grid_edge *e, int ne, uint64_t key) {
-    int lo = 0, hi = ne - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (e[mid].key == key) return mid;
-        if (e[mid].key < key) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
+    const grid_edge *hit = bsearch(&key, e, (size_t)ne, sizeof *e, cmp_key_edge);
+    return hit ? (int)(hit - e) : -1;
 }
 
 static void residual(const grid_edge *e, const grid_loop *l, double r[2]) {
