@@ -36,6 +36,14 @@ import json; d = json.load(open('$WORK/est.json')); n = d['pairs'] + d['unmatche
 print(1e3 * ($user + $sys) / n, 1e3 * $wall / n, $rss / 1024, d['pairs_per_second'], 1e3 * ($user + $sys), n)"
 }
 
+startup() { # -> CPU ms of one `tessera --version`: the process's start-up and exit (the
+  # dynamic loader mapping and relocating its 45 libraries), which the floor, timed
+  # inside one process, has none of
+  "$PY" "$SRC/bench/cputime.py" "$WORK/time" "$T" --version > /dev/null
+  read -r _ user sys _ < "$WORK/time"
+  "$PY" -c "print(1e3 * ($user + $sys))"
+}
+
 least() { # "A..." "B..." -> the line whose first field is the smaller ("" counts as none)
   if [ -z "$1" ] || { [ -n "$2" ] && "$PY" -c "import sys; sys.exit(not ${2%% *} < ${1%% *})"; }; then
     echo "$2"
@@ -68,7 +76,7 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
   # The machine's load drifts over a run (the floor moved 1.3x between
   # runs): the floor and the runs are measured in turns, ROUNDS times,
   # so that each least figure comes from the same stretch of time.
-  FLOOR="" FLOOR_MS="" BEST_NS="" BEST_DEF="" BEST_PAR="" BEST_SMALL="" RATIOS=""
+  FLOOR="" FLOOR_MS="" BEST_NS="" BEST_DEF="" BEST_PAR="" BEST_SMALL="" RATIOS="" START=""
   for _ in $(seq "$ROUNDS"); do
     F=$("$BUILD/bench/register_floor" "$WORK/plate.zarr" "$OVERLAP" 1)
     F_MS=$(sed -n 's/^floor:.* \([0-9.]*\) ms\/pair$/\1/p' <<< "$F")
@@ -81,6 +89,7 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
     S=$(once "$WORK/small.zarr" --threads 1)
     BEST_SMALL=$(least "$BEST_SMALL" "${S#* * * * }") # CPU_MS_TOTAL PAIRS
     BEST_PAR=$(least "$BEST_PAR" "$(once "$WORK/plate.zarr" --threads "$THREADS")")
+    START=$(least "$START" "$(startup)")
   done
   echo "$FLOOR"
   echo "(the floor and each run below: the least of $ROUNDS rounds, in turns)"
@@ -104,6 +113,10 @@ for cfg in "10x10 256x256 32" "8x6 512x512 64" "5x4 1024x1024 128" "3x3 2048x204
     printf 'tessera threads 1, one pair more: %.2f ms/pair CPU (the run less a 3x3 plate'"'"'s, %.1f ms for %d pairs: start-up, plans), ratio %.2f to the floor\n' \
       "$MARGINAL" "$SMALL_TOTAL" "$SMALL_PAIRS" "$("$PY" -c "print($MARGINAL / $FLOOR_MS)")"
   fi
+  # Of the fixed costs, the part no registration can shed: the process's start-up.
+  printf 'start-up (tessera --version): %.1f ms CPU; the default run less it: %.2f ms/pair, ratio %.2f to the floor\n' \
+    "$START" "$("$PY" -c "print(($CPU_TOTAL - $START) / $NPAIRS)")" \
+    "$("$PY" -c "print(($CPU_TOTAL - $START) / $NPAIRS / $FLOOR_MS)")"
   "$PY" -c "
 import statistics; r = sorted(float(x) for x in '$RATIOS'.split())
 print(f'default run over the floor, round by round: median {statistics.median(r):.2f} (range {r[0]:.2f}-{r[-1]:.2f})')"

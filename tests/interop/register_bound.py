@@ -146,3 +146,33 @@ def worst_tile_draws(n, infos, rng, draws):
     x = x.reshape(len(keep), 2, draws)
     x -= np.median(x, axis=0, keepdims=True)
     return np.hypot(x[:, 0], x[:, 1]).max(axis=0)
+
+
+# Bands of a pair's bound (the larger axis's standard deviation, px). Under
+# 0.06 px the pair sees sharp detail, where the bound's band-limited
+# derivative promises more than interpolating the pixels gives (module
+# docstring): there tessera's errors are 1.6-1.8 deviations on the
+# phase-contrast recipes, yet 0.03-0.07 px. From 0.06 px up are the pairs
+# that leave a tile its uncertainty, and the worst tile's.
+SD_BANDS = ((0.0, 0.06), (0.06, 0.1), (0.1, 0.15), (0.15, np.inf))
+SD_MATTERS = 0.06
+
+
+def errors_in_sd(e, J):
+    """A pair's error e (px, y x) per axis in units of its bound's standard
+    deviation (J's inverse), and the larger deviation (px)."""
+    sd = np.sqrt(np.diag(np.linalg.inv(J)))
+    return np.abs(np.asarray(e, dtype=np.float64)) / sd, float(sd.max())
+
+
+def rms_by_band(zs, sds, errs):
+    """Per SD_BANDS band with pairs: (lo, hi, pairs, rms of the per-axis
+    errors in deviations (1 for an efficient estimator), rms error px)."""
+    zs, sds, errs = np.asarray(zs), np.asarray(sds), np.asarray(errs)
+    out = []
+    for lo, hi in SD_BANDS:
+        m = (sds >= lo) & (sds < hi)
+        if m.any():
+            out.append((lo, hi, int(m.sum()), float(np.sqrt((zs[m] ** 2).mean())),
+                        float(np.sqrt((errs[m] ** 2).mean()))))
+    return out
