@@ -82,15 +82,12 @@ def main():
             if ev is None:
                 raise SystemExit(why)
             infos, content = rb.plate_infos(p, img, gy, gx, tile, sigma2)
-            for (i, j), J in infos["gradient"].items():
-                a, b = content[i], content[j]
-                if (a, b) in ev["pairs"]:
-                    e = np.subtract(ev["pairs"][(a, b)], np.subtract(p["origins"][b], p["origins"][a]))
-                    Jt = infos["time_delay"][(i, j)]
-                    ratios.append(float(e @ J @ e) / 2.0)
-                    ratios_t.append(float(e @ Jt @ e) / 2.0)
-                    z, sd = rb.errors_in_sd(e, Jt)
-                    zs.append(z), sds.append(sd), errs.append(e)
+            for key, J, e in rb.pair_errors(p, content, infos["gradient"], ev["pairs"]):
+                Jt = infos["time_delay"][key]
+                ratios.append(float(e @ J @ e) / 2.0)
+                ratios_t.append(float(e @ Jt @ e) / 2.0)
+                z, sd = rb.errors_in_sd(e, Jt)
+                zs.append(z), sds.append(sd), errs.append(e)
             t_worst.append(ev["max"])
             for k, (worst, over) in bounds.items():
                 w = rb.worst_tile_draws(len(content), infos[k], rng, args.draws)

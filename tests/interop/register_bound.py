@@ -158,6 +158,16 @@ SD_BANDS = ((0.0, 0.06), (0.06, 0.1), (0.1, 0.15), (0.15, np.inf))
 SD_MATTERS = 0.06
 
 
+def pair_errors(p, content, infos, measured):
+    """(i, j), J and the error (px, y x) of each pair of infos (keys into
+    content, plate_infos) that measured ({(a, b): (dy, dx)} by tile names,
+    a shifts file's pairs) holds, against the plate p's origins."""
+    for (i, j), J in infos.items():
+        a, b = content[i], content[j]
+        if (a, b) in measured:
+            yield (i, j), J, np.subtract(measured[(a, b)], np.subtract(p["origins"][b], p["origins"][a]))
+
+
 def errors_in_sd(e, J):
     """A pair's error e (px, y x) per axis in units of its bound's standard
     deviation (J's inverse), and the larger deviation (px)."""

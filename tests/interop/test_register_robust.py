@@ -317,13 +317,10 @@ def sweep():
             check(r["blank_matched"] == 0, f"{name}_s{seed}: {r['blank_matched']} pairs with a blank tile matched")
             infos, content = rb.plate_infos(p, cell, gy, gx, tile, sigma2)
             bound.append(rb.worst_tile_draws(len(content), infos["time_delay"], rng, 500).mean())
-            for (i, j), J in infos["time_delay"].items():
-                a, b = content[i], content[j]
-                if (a, b) in r["pairs"]:
-                    z, sd = rb.errors_in_sd(np.subtract(r["pairs"][(a, b)],
-                                                        np.subtract(p["origins"][b], p["origins"][a])), J)
-                    if sd >= rb.SD_MATTERS:
-                        zs.append(z)
+            for _, J, e in rb.pair_errors(p, content, infos["time_delay"], r["pairs"]):
+                z, sd = rb.errors_in_sd(e, J)
+                if sd >= rb.SD_MATTERS:
+                    zs.append(z)
             worst.append(r["max"])
             over += r["max"] > 0.3
         if not worst:
