@@ -789,6 +789,19 @@ static ts_qc_pair *qc_pairs(const est_ctx *c, const ts_shifts *s) {
  * direction in need, the measurement kept when it has more trusted pairs
  * than the one kept so far and agrees with itself. */
 static ts_status probe_pass(est_ctx *c, int div, const bool need[2], ts_overlap_qc best[2], ts_error *err) {
+    c->reg.min_overlap = 0.1;
+    c->reg.max_shift = 0;
+    /* Tiles too small for this probe: nothing to learn, and the pass
+     * before it (its cache, its strips) left as it was. (The cache was
+     * dropped first, and a plate of 12 x 40 px tiles crashed in the
+     * run's summary, which reads it.) No error is set: none happened. */
+    ts_strip_geometry g[2];
+    if (ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c->h, (int)c->w, (int)(c->w / div), &c->reg, &g[TS_PAIR_RIGHT],
+                              NULL) != TS_OK ||
+        ts_strip_geometry_for(TS_PAIR_BELOW, (int)c->h, (int)c->w, (int)(c->h / div), &c->reg, &g[TS_PAIR_BELOW],
+                              NULL) != TS_OK)
+        return TS_OK;
+    c->geom[TS_PAIR_RIGHT] = g[TS_PAIR_RIGHT], c->geom[TS_PAIR_BELOW] = g[TS_PAIR_BELOW];
     ts_tile_cache_destroy(c->cache);
     c->cache = NULL;
     /* kept[] told which tiles held a use more in that cache (the stage
@@ -797,14 +810,7 @@ static ts_status probe_pass(est_ctx *c, int div, const bool need[2], ts_overlap_
     free(c->kept);
     c->kept = NULL;
     atomic_store(&c->done, 0);
-    c->reg.min_overlap = 0.1;
-    c->reg.max_shift = 0;
     ts_status st;
-    if ((st = ts_strip_geometry_for(TS_PAIR_RIGHT, (int)c->h, (int)c->w, (int)(c->w / div), &c->reg,
-                                    &c->geom[TS_PAIR_RIGHT], err)) != TS_OK ||
-        (st = ts_strip_geometry_for(TS_PAIR_BELOW, (int)c->h, (int)c->w, (int)(c->h / div), &c->reg,
-                                    &c->geom[TS_PAIR_BELOW], err)) != TS_OK)
-        return TS_OK; /* tiles too small for this probe: nothing to learn */
     if ((st = estimate_register(c, 1000000, err)) != TS_OK) return st;
     qsort(c->edges, (size_t)c->nedges, sizeof *c->edges, cmp_canon);
     ts_qc_pair *q = qc_pairs(c, NULL);

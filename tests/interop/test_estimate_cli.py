@@ -106,6 +106,27 @@ def main():
     print(f"B/2, channel 1 (weak signal): max error {np.abs(d).max():.3f} px, "
           f"median {np.median(np.abs(d)):.3f} px (reported, not asserted)")
 
+    # Tiles too small for the overlap probe's thin strips (an eighth of 12
+    # px): the probe the weak pairs call for learns nothing there and
+    # leaves the run as it was. It dropped the tile cache first, and the
+    # run died on it in its summary, after writing the file (SIGSEGV).
+    small = os.path.join(tmp, "small_tiles.zarr")
+    p = subprocess.run([rp.BIN, "simulate", "-o", small, "--grid", "3x3", "--tile", "12x40", "--overlap", "5",
+                        "--jitter", "2", "--seed", "4", "--format", "0.4"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: simulate: {p.stderr}")
+    o = os.path.join(tmp, "small_tiles.yaml")
+    p = run(small, "-o", o, "--overlap", 5, "--json")
+    if p.returncode != 0 or not os.path.exists(o):
+        failures.append(f"12x40 px tiles (overlap probe too thin): exit {p.returncode}, "
+                        f"file {'written' if os.path.exists(o) else 'missing'} ({p.stderr.strip()[-300:]})")
+    else:
+        import json
+        j = json.loads(p.stdout)
+        if j["tile_reads"] < 9 or j["x"]["pairs"] + j["y"]["pairs"] != 12:
+            failures.append(f"12x40 px tiles: --json tile_reads {j['tile_reads']}, pairs "
+                            f"{j['x']['pairs']} + {j['y']['pairs']} (want >= 9 reads, 12 pairs)")
+
     finish(failures)
 
 
