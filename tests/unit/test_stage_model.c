@@ -389,6 +389,21 @@ static void test_confined_search(void **state) {
     ts_rereg_result undrawn = fsame;
     undrawn.null_max = -2;
     assert_false(ts_reregister_supports(&undrawn, 0.25) || ts_reregister_accept(&undrawn, 0.25));
+    /* A first result a pixel from the window's maximum at the sure level,
+     * its own integer shift under it: search makes no draws there (the
+     * maximum is sure), and the maximum shows it a match (the stage pass
+     * refused such a pair before, on a thin overlap of sharp content at
+     * 0.25 beside 0.53, its tile 2.6 px off: test_estimate_qc's "window
+     * confirms"). Not where that maximum lies on the window's edge, nor
+     * under the sure level without draws. */
+    ts_rereg_result beside = fsame;
+    beside.ncc = beside.search_best = 0.53, beside.ncc_first = 0.25, beside.null_max = -2;
+    beside.first_best = true, beside.border = false;
+    assert_true(ts_reregister_supports(&beside, 0.25));
+    beside.border = true;
+    assert_false(ts_reregister_supports(&beside, 0.25));
+    beside.border = false, beside.ncc = beside.search_best = 0.45;
+    assert_false(ts_reregister_supports(&beside, 0.25));
 
     free(img), free(a), free(b), free(fimg), free(fa), free(fb), free(blank);
 }
