@@ -90,7 +90,11 @@ static void fit_dir(const ts_stage_pair *p, int64_t n, int d, int h, int w, doub
     }
     m->radius[0] = window_radius(m->spread[0]);
     m->radius[1] = window_radius(m->spread[1]);
-    /* The overlap itself: the inliers' own offsets along the axis. */
+    /* The overlap itself: the offsets along the axis of the trusted pairs
+     * inside the model's own window (its medians and radii; the inliers
+     * were counted inside the first window, the trusted pairs' wider one).
+     * At least half of the inliers lie within one MAD of their median, so
+     * a valid direction (4 inliers) measures it from 2 pairs or more. */
     int64_t nv = 0;
     for (int64_t i = 0; i < n; i++) {
         if (p[i].dir != d || !p[i].res.matched || p[i].res.confidence < MODEL_TRUST_CONF) continue;
