@@ -92,9 +92,8 @@ static void fit_dir(const ts_stage_pair *p, int64_t n, int d, int h, int w, doub
     m->radius[1] = window_radius(m->spread[1]);
     /* The overlap itself: the offsets along the axis of the trusted pairs
      * inside the model's own window (its medians and radii; the inliers
-     * were counted inside the first window, the trusted pairs' wider one).
-     * At least half of the inliers lie within one MAD of their median, so
-     * a valid direction (4 inliers) measures it from 2 pairs or more. */
+     * were counted inside the first window, the trusted pairs' wider one,
+     * and most of them lie in this one, 6 of their MADs wide each way). */
     int64_t nv = 0;
     for (int64_t i = 0; i < n; i++) {
         if (p[i].dir != d || !p[i].res.matched || p[i].res.confidence < MODEL_TRUST_CONF) continue;
