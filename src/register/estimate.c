@@ -89,6 +89,10 @@ typedef struct est_ctx {
     pthread_mutex_t arena_mu;
     int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
     int64_t content_reads;    /* decoded for the content test (content_pass) */
+    /* The caches the overlap probes replaced (probe_pass): their decodes
+     * and the largest peak of them, for the run's figures. */
+    int64_t replaced_tile_reads;
+    size_t replaced_peak_bytes;
     double *content;          /* first rank: by tile id, the content of the tiles without a
                                  matched pair (content_pass; NULL: none without one) */
     bool *content_tested;     /* first rank: by tile id, whether content[id] was measured */
@@ -802,6 +806,11 @@ static ts_status probe_pass(est_ctx *c, int div, const bool need[2], ts_overlap_
                               NULL) != TS_OK)
         return TS_OK;
     c->geom[TS_PAIR_RIGHT] = g[TS_PAIR_RIGHT], c->geom[TS_PAIR_BELOW] = g[TS_PAIR_BELOW];
+    if (c->cache) {
+        const ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
+        c->replaced_tile_reads += cs.loads;
+        if (cs.peak_bytes > c->replaced_peak_bytes) c->replaced_peak_bytes = cs.peak_bytes;
+    }
     ts_tile_cache_destroy(c->cache);
     c->cache = NULL;
     /* kept[] told which tiles held a use more in that cache (the stage
@@ -1293,8 +1302,10 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     result->strip_shape[1][0] = c->geom[1].sh, result->strip_shape[1][1] = c->geom[1].sw;
 
     if ((st = quality_check(c, s, result, err)) != TS_OK) return st;
-    if (result->verdict != TS_VERDICT_OK && !opt->accept_poor)
-        return ts_fail(err, TS_ERR_NUMERIC, "%s", result->verdict_message);
+    /* Refused: no file, and the run fails once its figures are shared
+     * (ts_estimate_run), so that the summary printed with the refusal has
+     * them (its tile reads and cache peak were 0). */
+    if (result->verdict != TS_VERDICT_OK && !opt->accept_poor) return TS_OK;
     if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
     result->written = true;
     return TS_OK;
@@ -1304,7 +1315,9 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
  * the cache peak the largest over the ranks. */
 static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
-    int64_t v[3] = {cs.loads + c->stage_tile_reads + c->content_reads, (int64_t)cs.peak_bytes, c->content_reads};
+    const size_t peak = cs.peak_bytes > c->replaced_peak_bytes ? cs.peak_bytes : c->replaced_peak_bytes;
+    int64_t v[3] = {cs.loads + c->replaced_tile_reads + c->stage_tile_reads + c->content_reads, (int64_t)peak,
+                    c->content_reads};
     const ts_dist_op op[3] = {TS_DIST_SUM, TS_DIST_MAX, TS_DIST_SUM};
     ts_status st = ts_dist_reduce(c->opt->dist, v, op, 3, err);
     /* The per-well check stays where it was made (rank 0's pointer means
@@ -1372,6 +1385,9 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     if (st == TS_OK && ts_dist_rank(dist) == 0) st = solve_and_write(&c, s, result, err);
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = share_result(&c, result, err);
+    /* (every rank: the verdict is rank 0's, shared) */
+    if (st == TS_OK && result->verdict != TS_VERDICT_OK && !opt->accept_poor)
+        st = ts_fail(err, TS_ERR_NUMERIC, "%s", result->verdict_message);
 
     free_registrars(&c);
     ts_pool_destroy(pool);
