@@ -89,10 +89,10 @@ typedef struct est_ctx {
     pthread_mutex_t arena_mu;
     int64_t stage_tile_reads; /* decoded again by the stage pass's own cache */
     int64_t content_reads;    /* decoded for the content test (content_pass) */
-    /* The caches the overlap probes replaced (probe_pass): their decodes
-     * and the largest peak of them, for the run's figures. */
+    /* The decodes of the caches the overlap probes replaced (probe_pass),
+     * for the run's tile_reads. (Its peak_cache_bytes stays the last
+     * cache's: test_probes_keep_nothing compares the probes' own.) */
     int64_t replaced_tile_reads;
-    size_t replaced_peak_bytes;
     double *content;          /* first rank: by tile id, the content of the tiles without a
                                  matched pair (content_pass; NULL: none without one) */
     bool *content_tested;     /* first rank: by tile id, whether content[id] was measured */
@@ -806,11 +806,7 @@ static ts_status probe_pass(est_ctx *c, int div, const bool need[2], ts_overlap_
                               NULL) != TS_OK)
         return TS_OK;
     c->geom[TS_PAIR_RIGHT] = g[TS_PAIR_RIGHT], c->geom[TS_PAIR_BELOW] = g[TS_PAIR_BELOW];
-    if (c->cache) {
-        const ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
-        c->replaced_tile_reads += cs.loads;
-        if (cs.peak_bytes > c->replaced_peak_bytes) c->replaced_peak_bytes = cs.peak_bytes;
-    }
+    if (c->cache) c->replaced_tile_reads += ts_tile_cache_get_stats(c->cache).loads;
     ts_tile_cache_destroy(c->cache);
     c->cache = NULL;
     /* kept[] told which tiles held a use more in that cache (the stage
@@ -1315,9 +1311,8 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
  * the cache peak the largest over the ranks. */
 static ts_status share_result(est_ctx *c, ts_estimate_result *result, ts_error *err) {
     ts_tile_cache_stats cs = ts_tile_cache_get_stats(c->cache);
-    const size_t peak = cs.peak_bytes > c->replaced_peak_bytes ? cs.peak_bytes : c->replaced_peak_bytes;
-    int64_t v[3] = {cs.loads + c->replaced_tile_reads + c->stage_tile_reads + c->content_reads, (int64_t)peak,
-                    c->content_reads};
+    int64_t v[3] = {cs.loads + c->replaced_tile_reads + c->stage_tile_reads + c->content_reads,
+                    (int64_t)cs.peak_bytes, c->content_reads};
     const ts_dist_op op[3] = {TS_DIST_SUM, TS_DIST_MAX, TS_DIST_SUM};
     ts_status st = ts_dist_reduce(c->opt->dist, v, op, 3, err);
     /* The per-well check stays where it was made (rank 0's pointer means

@@ -88,7 +88,7 @@ def expect_refused(label, plate, args, true_xy, wrong_axes):
               .split(": ", 1)[1], f"{label}: --json verdict {j.get('verdict')} written {j.get('written')}")
         # The run's figures too (they were 0 on a refused run), the overlap
         # probes' decodes counted (a refusal probes: every tile read again;
-        # only the last probe's were counted).
+        # only the last probe's were counted); the peak is the last probe's.
         check(j["tile_reads"] >= 2 * j["tiles"] and j["peak_cache_bytes"] > 0,
               f"{label}: --json tile_reads {j['tile_reads']} for {j['tiles']} tiles, peak_cache_bytes "
               f"{j['peak_cache_bytes']}")
