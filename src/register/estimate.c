@@ -1233,6 +1233,12 @@ static ts_status stage_model_pass(est_ctx *c, ts_estimate_result *result, ts_err
     return st;
 }
 
+/* The check failed and --accept-poor does not override it: no file, and
+ * the run fails (once its figures are shared: ts_estimate_run). */
+static bool refused(const ts_estimate_options *opt, const ts_estimate_result *result) {
+    return result->verdict != TS_VERDICT_OK && !opt->accept_poor;
+}
+
 /* On the first rank: the solve and the shifts file. */
 static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *result, ts_error *err) {
     const ts_estimate_options *opt = c->opt;
@@ -1298,10 +1304,9 @@ static ts_status solve_and_write(est_ctx *c, ts_shifts *s, ts_estimate_result *r
     result->strip_shape[1][0] = c->geom[1].sh, result->strip_shape[1][1] = c->geom[1].sw;
 
     if ((st = quality_check(c, s, result, err)) != TS_OK) return st;
-    /* Refused: no file, and the run fails once its figures are shared
-     * (ts_estimate_run), so that the summary printed with the refusal has
-     * them (its tile reads and cache peak were 0). */
-    if (result->verdict != TS_VERDICT_OK && !opt->accept_poor) return TS_OK;
+    /* (the run fails later, so that the summary printed with the refusal
+     * has its figures: its tile reads and cache peak were 0) */
+    if (refused(opt, result)) return TS_OK;
     if ((st = ts_shifts_write(opt->output, s, err)) != TS_OK) return st;
     result->written = true;
     return TS_OK;
@@ -1381,8 +1386,7 @@ ts_status ts_estimate_run(const ts_estimate_options *opt, ts_estimate_result *re
     st = ts_dist_agree(dist, st, err);
     if (st == TS_OK) st = share_result(&c, result, err);
     /* (every rank: the verdict is rank 0's, shared) */
-    if (st == TS_OK && result->verdict != TS_VERDICT_OK && !opt->accept_poor)
-        st = ts_fail(err, TS_ERR_NUMERIC, "%s", result->verdict_message);
+    if (st == TS_OK && refused(opt, result)) st = ts_fail(err, TS_ERR_NUMERIC, "%s", result->verdict_message);
 
     free_registrars(&c);
     ts_pool_destroy(pool);

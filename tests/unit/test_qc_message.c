@@ -77,7 +77,7 @@ static void test_dispute_only(void **state) {
 
 static void test_dispute_beside_outliers(void **state) {
     (void)state;
-    /* A/1: 10 of 60 measured pairs outliers (over a fifth is implausible: 13) */
+    /* A/1: 13 of 60 measured pairs outliers (more than a fifth, 12, is implausible) */
     ts_estimate_well_qc w[2] = {well("A/1", 13), well("B/2", 0)};
     w[0].verdict = TS_VERDICT_IMPLAUSIBLE;
     dispute(&w[1], "B/2/000003", "B/2/000004", 41.2, 2);
